@@ -1,0 +1,125 @@
+"""Test, lint, docs and benchmark sessions for the rl-stack workspace.
+
+``nox`` (no arguments) runs the test sessions: one ``unit`` session per
+distribution, each in a fresh virtualenv holding only that distribution and its
+declared dependencies, then ``extras``, ``integration``, ``docs`` and ``lint``.
+``nox -s bench`` runs the side-by-side benchmarks (it builds a peer venv with
+TorchRL first).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tomllib
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+PACKAGES = ROOT / "packages"
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_existing_virtualenvs = False
+nox.options.sessions = ["unit", "extras", "integration", "docs", "lint"]
+
+# The torch release CI tests against. `RL_STACK_TORCH="torch>=2.5"` tests another one.
+TORCH = os.environ.get("RL_STACK_TORCH", "torch==2.13.0")
+TEST_TOOLS = ["pytest>=8", "hypothesis>=6"]
+
+
+def _pyproject(dist: str) -> dict:
+    return tomllib.loads((PACKAGES / dist / "pyproject.toml").read_text())
+
+
+MEMBERS = sorted(p.parent.name for p in PACKAGES.glob("*/pyproject.toml"))
+# (distribution, extra) pairs whose tests need a backend; the meta-package only forwards extras.
+EXTRAS = [
+    (dist, extra)
+    for dist in MEMBERS
+    if dist != "rl-stack"
+    for extra in _pyproject(dist)["project"].get("optional-dependencies", {})
+]
+
+
+def _find_links() -> str | None:
+    """The wheel folders pip is configured with, so uv finds the same local wheels (a CPU torch)."""
+    links = os.environ.get("PIP_FIND_LINKS")
+    if links:
+        return links
+    out = subprocess.run(
+        ["python3", "-m", "pip", "config", "get", "global.find-links"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return out.stdout.strip() or None
+
+
+def _install(session: nox.Session, *requirements: str) -> None:
+    links = _find_links()
+    env = {"UV_FIND_LINKS": links} if links else {}
+    session.install(TORCH, *requirements, env=env)
+
+
+def _module(dist: str) -> str:
+    return dist.replace("-", "_")
+
+
+def _run_tests(session: nox.Session, dist: str, *marks: str) -> None:
+    src = f"packages/{dist}/src/{_module(dist)}"
+    args = ["pytest", f"packages/{dist}/tests", "--doctest-modules", src, *marks, *session.posargs]
+    session.run(*args)
+
+
+@nox.session
+@nox.parametrize("dist", MEMBERS)
+def unit(session: nox.Session, dist: str) -> None:
+    """Install one distribution with its declared dependencies only; run its tests and doctests."""
+    _install(session, "-e", f"packages/{dist}", *TEST_TOOLS)
+    _run_tests(session, dist)
+
+
+@nox.session
+@nox.parametrize("dist_extra", [f"{d}[{e}]" for d, e in EXTRAS])
+def extras(session: nox.Session, dist_extra: str) -> None:
+    """Install a distribution with one backend extra; run the tests that need that backend."""
+    dist = dist_extra.split("[")[0]
+    _install(session, "-e", f"packages/{dist_extra}", *TEST_TOOLS)
+    _run_tests(session, dist)
+
+
+@nox.session
+def integration(session: nox.Session) -> None:
+    """Every distribution together, with the gym and h5 backends: cross-package behaviour."""
+    _install(session, "-e", "packages/rl-stack[gym]", "-e", "packages/rl-replay[h5]", *TEST_TOOLS)
+    session.run("pytest", "tests-integration", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Run every code example of the README and docs/ as a doctest."""
+    _install(session, "-e", "packages/rl-stack[gym]", "-e", "packages/rl-replay[h5]", *TEST_TOOLS)
+    session.run(
+        "pytest",
+        "--doctest-glob=*.md",
+        "-p",
+        "no:cacheprovider",
+        "README.md",
+        "docs",
+        *session.posargs,
+    )
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff over the whole tree."""
+    session.install("ruff>=0.9")
+    session.run("ruff", "check", ".")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Side-by-side benchmarks: ours in this session, the peers (TorchRL 0.14) in a peer venv."""
+    _install(session, "-e", "packages/rl-stack[gym]", "-e", "packages/rl-replay[h5]")
+    session.run("python", "-m", "benchmarks", *session.posargs)

@@ -1,0 +1,7 @@
+"""SerialEnv, ParallelEnv, EnvCreator and async env pools."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__: list[str] = []
