@@ -1,7 +1,16 @@
-"""Meta-package: rl_stack.envs and rl_stack.data facades over every rl-stack distribution."""
+"""Meta-package: ``rl_stack.envs`` and ``rl_stack.data`` facades over every rl-stack distribution.
+
+Examples:
+    >>> import rl_stack.data, rl_stack.envs
+    >>> import rl_specs
+    >>> all(getattr(rl_stack.data, name) is getattr(rl_specs, name) for name in rl_specs.__all__)
+    True
+"""
 
 from __future__ import annotations
 
+from rl_stack import data, envs
+
 __version__ = "0.1.0"
 
-__all__: list[str] = []
+__all__ = ["data", "envs"]
