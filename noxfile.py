@@ -26,6 +26,8 @@ nox.options.sessions = ["unit", "extras", "integration", "docs", "lint"]
 # The torch release CI tests against. `RL_STACK_TORCH="torch>=2.5"` tests another one.
 TORCH = os.environ.get("RL_STACK_TORCH", "torch==2.13.0")
 TEST_TOOLS = ["pytest>=8", "hypothesis>=6"]
+# Every distribution, editable, with the backends the integration tests and benchmarks use.
+FULL_STACK = ["-e", "packages/rl-stack[gym]", "-e", "packages/rl-replay[h5]"]
 
 
 def _pyproject(dist: str) -> dict:
@@ -92,14 +94,15 @@ def extras(session: nox.Session, dist_extra: str) -> None:
 @nox.session
 def integration(session: nox.Session) -> None:
     """Every distribution together, with the gym and h5 backends: cross-package behaviour."""
-    _install(session, "-e", "packages/rl-stack[gym]", "-e", "packages/rl-replay[h5]", *TEST_TOOLS)
+    # uv builds each distribution's wheel in the workspace tests
+    _install(session, *FULL_STACK, *TEST_TOOLS, "uv>=0.13,<0.14")
     session.run("pytest", "tests-integration", *session.posargs)
 
 
 @nox.session
 def docs(session: nox.Session) -> None:
     """Run every code example of the README and docs/ as a doctest."""
-    _install(session, "-e", "packages/rl-stack[gym]", "-e", "packages/rl-replay[h5]", *TEST_TOOLS)
+    _install(session, *FULL_STACK, *TEST_TOOLS)
     session.run(
         "pytest",
         "--doctest-glob=*.md",
@@ -121,5 +124,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Side-by-side benchmarks: ours in this session, the peers (TorchRL 0.14) in a peer venv."""
-    _install(session, "-e", "packages/rl-stack[gym]", "-e", "packages/rl-replay[h5]")
-    session.run("python", "-m", "benchmarks", *session.posargs)
+    _install(session, *FULL_STACK)
+    links = _find_links()
+    env = {"UV_FIND_LINKS": links} if links else {}  # the peer venv takes the same local torch
+    session.run("python", "-m", "benchmarks", *session.posargs, env=env)
