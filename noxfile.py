@@ -58,10 +58,36 @@ def _find_links() -> str | None:
     return out.stdout.strip() or None
 
 
+def _locked_constraints(session: nox.Session) -> str:
+    """uv.lock exported as a constraints file: sessions install the locked versions.
+
+    The sessions install with ``uv pip`` rather than ``uv sync`` so that torch can come
+    from pip's find-links (a CPU wheel) instead of the lock's CUDA build.
+    """
+    path = Path(session.create_tmp()) / "constraints.txt"
+    session.run_install(
+        "uv",
+        "export",
+        "--frozen",
+        "--all-packages",
+        "--all-extras",
+        "--no-hashes",
+        "--no-emit-workspace",
+        "--no-header",
+        "--no-annotate",
+        "--quiet",
+        "-o",
+        str(path),
+        external=True,
+        silent=True,
+    )
+    return str(path)
+
+
 def _install(session: nox.Session, *requirements: str) -> None:
     links = _find_links()
     env = {"UV_FIND_LINKS": links} if links else {}
-    session.install(TORCH, *requirements, env=env)
+    session.install("-c", _locked_constraints(session), TORCH, *requirements, env=env)
 
 
 def _module(dist: str) -> str:
@@ -117,7 +143,7 @@ def docs(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff over the whole tree."""
-    session.install("ruff>=0.9")
+    _install(session, "ruff>=0.9")
     session.run("ruff", "check", ".")
 
 

@@ -47,9 +47,22 @@ def _peer_python() -> Path:
 def _run_file(python: Path, path: Path, libs: str, args: argparse.Namespace) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
-        cmd = [str(python), str(path), "--libs", libs, "--device", args.device,
-               "--repeats", str(args.repeats), "--min-time", str(args.min_time),
-               "--only", args.only, "--json", str(out)]
+        cmd = [
+            str(python),
+            str(path),
+            "--libs",
+            libs,
+            "--device",
+            args.device,
+            "--repeats",
+            str(args.repeats),
+            "--min-time",
+            str(args.min_time),
+            "--only",
+            args.only,
+            "--json",
+            str(out),
+        ]
         env = {**os.environ, "PYTHONPATH": str(HERE)}
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not out.exists():
@@ -75,7 +88,9 @@ def _table(rows: list[dict]) -> str:
             continue
         ratio = "" if ours is None or row is ours else f"{ours['median'] / row['median']:.2f}x"
         cells = [_format(row[k]) for k in ("median", "min", "max")]
-        lines.append(f"| {row['lib']} | {' | '.join(cells)} | {1e6 / row['median']:.2f} | {ratio} |")
+        lines.append(
+            f"| {row['lib']} | {' | '.join(cells)} | {1e6 / row['median']:.2f} | {ratio} |"
+        )
     return "\n".join(lines)
 
 
