@@ -8,7 +8,16 @@ from importlib import metadata
 
 import rl_env_adapters
 
-OPTIONAL_BACKENDS = ("gymnasium", "gym", "envpool", "h5py", "chess", "dm_control", "pettingzoo", "vmas")
+OPTIONAL_BACKENDS = (
+    "gymnasium",
+    "gym",
+    "envpool",
+    "h5py",
+    "chess",
+    "dm_control",
+    "pettingzoo",
+    "vmas",
+)
 
 
 def test_version_matches_distribution_metadata():

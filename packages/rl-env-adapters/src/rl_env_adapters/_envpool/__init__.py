@@ -1,0 +1,1 @@
+"""The EnvPool backend: spec conversion and the multithreaded env."""

@@ -1,0 +1,1 @@
+"""The gym / gymnasium backend: backend selection, space conversion, wrappers."""
