@@ -2,6 +2,55 @@
 
 from __future__ import annotations
 
+from rl_replay._buffer import ReplayBuffer
+from rl_replay._tensordict_buffers import (
+    PrioritizedReplayBuffer,
+    TensorDictPrioritizedReplayBuffer,
+    TensorDictReplayBuffer,
+)
+from rl_replay.checkpointers import (
+    ListStorageCheckpointer,
+    StorageCheckpointerBase,
+    TensorStorageCheckpointer,
+)
+from rl_replay.samplers import PrioritizedSampler, RandomSampler, Sampler, SamplerWithoutReplacement
+from rl_replay.storages import (
+    LazyMemmapStorage,
+    LazyTensorStorage,
+    ListStorage,
+    Storage,
+    TensorStorage,
+)
+from rl_replay.writers import (
+    ImmutableDatasetWriter,
+    RoundRobinWriter,
+    TensorDictMaxValueWriter,
+    TensorDictRoundRobinWriter,
+    Writer,
+)
+
 __version__ = "0.1.0"
 
-__all__: list[str] = []
+__all__ = [
+    "ImmutableDatasetWriter",
+    "LazyMemmapStorage",
+    "LazyTensorStorage",
+    "ListStorage",
+    "ListStorageCheckpointer",
+    "PrioritizedReplayBuffer",
+    "PrioritizedSampler",
+    "RandomSampler",
+    "ReplayBuffer",
+    "RoundRobinWriter",
+    "Sampler",
+    "SamplerWithoutReplacement",
+    "Storage",
+    "StorageCheckpointerBase",
+    "TensorDictMaxValueWriter",
+    "TensorDictPrioritizedReplayBuffer",
+    "TensorDictReplayBuffer",
+    "TensorDictRoundRobinWriter",
+    "TensorStorage",
+    "TensorStorageCheckpointer",
+    "Writer",
+]

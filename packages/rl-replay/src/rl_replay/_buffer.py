@@ -1,0 +1,437 @@
+"""The generic, composable :class:`ReplayBuffer`.
+
+A buffer glues a storage (where data lives), a writer (where new data goes) and
+a sampler (which positions are read).  Writes are ``transform.inv -> writer ->
+storage -> sampler.extend`` and reads ``sampler.sample -> storage.get ->
+collate_fn -> transform``, both under one lock so that threads may extend and
+sample concurrently.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import is_tensor_collection, unravel_key
+from torch.utils import _pytree
+
+from rl_replay._transforms import _TransformList
+from rl_replay.checkpointers._files import atomic_directory, check_complete, read_json, write_json
+from rl_replay.samplers import RandomSampler
+from rl_replay.storages import ListStorage
+from rl_replay.writers import RoundRobinWriter
+
+__all__ = ["ReplayBuffer"]
+
+META_FILE = "buffer_metadata.json"
+
+
+class ReplayBuffer:
+    """A generic, composable replay buffer class.
+
+    Args:
+        storage (Storage, optional): where the data lives. Defaults to
+            ``ListStorage(max_size=1000)``.
+        sampler (Sampler, optional): which positions are read. Defaults to
+            :class:`~rl_replay.RandomSampler`.
+        writer (Writer, optional): where new data is written. Defaults to
+            :class:`~rl_replay.RoundRobinWriter`.
+        collate_fn (callable, optional): merges the data read from the storage
+            into a batch. Defaults to stacking for :class:`~rl_replay.ListStorage`
+            and to the identity for tensor storages.
+        pin_memory (bool, optional): pin sampled data (only when CUDA is available).
+            Defaults to ``False``.
+        prefetch (int, optional): number of batches sampled ahead in background
+            threads. Defaults to ``None`` (no prefetching).
+        transform (callable, optional): applied to sampled data; its ``inv``, if
+            any, is applied to written data. Defaults to ``None``.
+        batch_size (int, optional): the default batch size of :meth:`sample`.
+            Defaults to ``None`` (must then be passed to :meth:`sample`).
+        dim_extend (int, optional): the dim of written data along which
+            :meth:`extend` writes. Defaults to ``storage.ndim - 1`` (the last
+            storage dim of the data, i.e. time).
+        checkpointer (StorageCheckpointerBase, optional): replaces the storage's
+            checkpointer. Defaults to ``None`` (keep the storage's).
+        generator (torch.Generator, optional): the random generator used for
+            sampling. Defaults to ``None`` (torch's global generator).
+        shared (bool, optional): accepted for API compatibility: lengths and
+            cursors always live in shared memory. Defaults to ``False``.
+        compilable (bool, optional): accepted for API compatibility. Defaults to ``None``.
+        delayed_init (bool, optional): accepted for API compatibility: lazy
+            storages always allocate on the first write. Defaults to ``False``.
+
+    Raises:
+        ValueError: for a non-positive ``batch_size`` or ``prefetch``, or a bad ``dim_extend``.
+
+    Examples:
+        >>> from rl_replay import ReplayBuffer, ListStorage
+        >>> rb = ReplayBuffer(storage=ListStorage(10))
+        >>> rb.add("a string!") # first element will be a string
+        0
+        >>> rb.extend([30, None])  # element [1] is an int, [2] is None
+        tensor([1, 2])
+        >>> len(rb), rb[1]
+        (3, 30)
+    """
+
+    def __init__(
+        self,
+        *,
+        storage: Any = None,  # Any: a Storage (see rl_replay.storages)
+        sampler: Any = None,  # Any: a Sampler (see rl_replay.samplers)
+        writer: Any = None,  # Any: a Writer (see rl_replay.writers)
+        collate_fn: Callable[[Any], Any] | None = None,
+        pin_memory: bool = False,
+        prefetch: int | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        batch_size: int | None = None,
+        dim_extend: int | None = None,
+        checkpointer: Any = None,  # Any: a StorageCheckpointerBase
+        generator: torch.Generator | None = None,
+        shared: bool = False,
+        compilable: bool | None = None,
+        delayed_init: bool = False,
+    ) -> None:
+        self._storage = storage if storage is not None else ListStorage(max_size=1_000)
+        self._sampler = sampler if sampler is not None else RandomSampler()
+        self._writer = writer if writer is not None else self._default_writer()
+        if checkpointer is not None:
+            self._storage.checkpointer = checkpointer
+        self._writer.register_storage(self._storage)
+        self._sampler._attach_storage(self._storage)
+        self._storage.attach(self._writer)
+        self._storage.attach(self._sampler)
+        self._collate_fn = collate_fn if collate_fn is not None else _default_collate(self._storage)
+        self._pin_memory = pin_memory and torch.cuda.is_available()
+        self._transform = _TransformList(transform)
+        self._batch_size = _check_positive("batch_size", batch_size)
+        self._prefetch = _check_positive("prefetch", prefetch)
+        ndim = getattr(self._storage, "ndim", 1)
+        self.dim_extend = ndim - 1 if dim_extend is None else dim_extend
+        if not 0 <= self.dim_extend < ndim:
+            raise ValueError(
+                f"ReplayBuffer expected 0 <= dim_extend < storage.ndim={ndim}, got {dim_extend}."
+            )
+        self._generator = generator
+        self._shared = shared
+        self._lock = threading.RLock()
+        self._executor: ThreadPoolExecutor | None = None
+        self._futures: deque[tuple[int, Future]] = deque()
+
+    def _default_writer(self) -> Any:
+        return RoundRobinWriter()
+
+    # ------------------------------------------------------------ components
+    @property
+    def storage(self) -> Any:  # Any: a Storage
+        """The storage of the buffer."""
+        return self._storage
+
+    @property
+    def sampler(self) -> Any:  # Any: a Sampler
+        """The sampler of the buffer."""
+        return self._sampler
+
+    @property
+    def writer(self) -> Any:  # Any: a Writer
+        """The writer of the buffer."""
+        return self._writer
+
+    @property
+    def batch_size(self) -> int | None:
+        """The default batch size of :meth:`sample`."""
+        return self._batch_size
+
+    @property
+    def transform(self) -> _TransformList:
+        """The transforms applied on read (and inverted on write)."""
+        return self._transform
+
+    def __len__(self) -> int:
+        return len(self._storage)
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(storage={self._storage!r}, sampler={self._sampler!r}, "
+            f"writer={self._writer!r}, batch_size={self._batch_size})"
+        )
+
+    # ------------------------------------------------------------ writes
+    def add(self, data: Any) -> int:  # Any: one element of whatever the storage holds
+        """Write one element; return its position along the storage's cursor dim.
+
+        Raises:
+            KeyError, ValueError: if ``data`` does not match what the storage holds
+                (nothing is written then).
+        """
+        if self._transform.has_inv:
+            data = self._transform.inv(data)
+        with self._lock:
+            index = self._writer.add(data)
+            if index is not None:
+                self._sampler.add(index)
+        return index
+
+    def extend(self, data: Any) -> torch.Tensor:  # Any: a batch of elements
+        """Write a batch of elements; return their positions along the storage's cursor dim.
+
+        Tensors, tensordicts and tuples/dicts (pytrees) are split along their
+        leading dim (``dim_extend`` for multi-dim storages); a list is a
+        sequence of separate elements.
+
+        Raises:
+            KeyError, ValueError: if ``data`` does not match what the storage holds
+                (nothing is written then).
+        """
+        if self._transform.has_inv:
+            data = self._transform.inv(data)
+        if data is None:
+            return torch.zeros((0,), dtype=torch.long)
+        if isinstance(data, list) and not isinstance(self._storage, ListStorage):
+            data = _stack_items(data)
+        if self.dim_extend > 0:
+            data = _transpose(data, self.dim_extend)
+        with self._lock:
+            index = self._writer.extend(data)
+            self._sampler.extend(index)
+        return index
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        """Write ``value`` at ``index`` without moving the cursor or changing the length."""
+        with self._lock:
+            self._storage.set(index, value, set_cursor=False)
+            self._sampler.mark_update(index, storage=self._storage)
+
+    def update_priority(self, index: Any, priority: Any) -> None:  # Any: index form / float or tensor
+        """Forward new priorities to the sampler (a no-op for non-prioritized samplers)."""
+        with self._lock:
+            self._sampler.update_priority(index, priority, storage=self._storage)
+
+    def empty(self) -> None:
+        """Remove every element (the capacity is kept) and reset the writer and sampler."""
+        with self._lock:
+            self._storage._empty()
+            self._writer._empty()
+            self._sampler._empty()
+            self._futures.clear()
+
+    def _empty(self) -> None:
+        self.empty()
+
+    # ------------------------------------------------------------ reads
+    def __getitem__(self, index: Any) -> Any:  # Any: int, slice, tensor, key
+        """Read stored elements (no sampling); a key reads that entry of every valid element."""
+        if isinstance(index, str) or (isinstance(index, tuple) and index and isinstance(index[0], str)):
+            return self[:][unravel_key(index)]
+        if isinstance(index, slice):
+            index = slice(*index.indices(self._storage._len_along_dim0))
+        elif isinstance(index, int) and index < 0:
+            index += self._storage._len_along_dim0
+        with self._lock:
+            data = self._storage.get(index)
+        if not isinstance(index, int):
+            data = self._collate_fn(data)
+        if len(self._transform):
+            data = self._transform(data)
+        return data
+
+    def sample(self, batch_size: int | None = None, return_info: bool = False) -> Any:
+        """Sample a batch.
+
+        Args:
+            batch_size (int, optional): the number of elements. Defaults to the
+                constructor's ``batch_size``.
+            return_info (bool, optional): also return the sampler's info dict (with
+                the sampled ``"index"``). Defaults to ``False``.
+
+        Raises:
+            ValueError: if no batch size is given here nor at construction.
+            RuntimeError: if the buffer is empty.
+        """
+        if batch_size is None:
+            batch_size = self._batch_size
+            if batch_size is None:
+                raise ValueError(
+                    f"{type(self).__name__}.sample expected a batch_size, got None here and at "
+                    "construction. Pass sample(batch_size) or ReplayBuffer(batch_size=...)."
+                )
+        elif self._batch_size is not None and batch_size != self._batch_size and self._prefetch:
+            raise ValueError(
+                f"A prefetching buffer samples batches of {self._batch_size}, got batch_size="
+                f"{batch_size}. Drop the argument or build the buffer without prefetch."
+            )
+        if self._prefetch:
+            data, info = self._sample_prefetched(batch_size)
+        else:
+            data, info = self._sample(batch_size)
+        return (data, info) if return_info else data
+
+    def _sample(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
+        with self._lock:
+            if self._generator is None:
+                index, info = self._sampler.sample(self._storage, batch_size)
+            else:
+                index, info = self._sample_with_generator(batch_size)
+            info["index"] = index
+            data = self._storage.get(index)
+        data = self._collate_fn(data)
+        if self._pin_memory:
+            data = data.pin_memory()
+        if len(self._transform):
+            data = self._transform(data)
+        return data, info
+
+    def _sample_with_generator(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
+        with torch.random.fork_rng(devices=[]):
+            torch.set_rng_state(self._generator.get_state())
+            out = self._sampler.sample(self._storage, batch_size)
+            self._generator.set_state(torch.get_rng_state())
+        return out
+
+    def _sample_prefetched(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=self._prefetch)
+        while len(self._futures) < self._prefetch:
+            self._futures.append((batch_size, self._executor.submit(self._sample, batch_size)))
+        _, future = self._futures.popleft()
+        return future.result()
+
+    def __iter__(self) -> Iterator[Any]:
+        """Sample batches until the sampler runs out (forever for samplers that never do).
+
+        Raises:
+            RuntimeError: if the buffer has no default ``batch_size``.
+        """
+        if self._batch_size is None:
+            raise RuntimeError(
+                f"Iterating over a {type(self).__name__} needs a batch_size at construction, got "
+                "None. Build it with batch_size=... or call sample(batch_size) in a loop."
+            )
+        self._sampler.ran_out = False
+        while not self._sampler.ran_out:
+            yield self.sample()
+
+    # ------------------------------------------------------------ transforms
+    def append_transform(self, transform: Callable[[Any], Any], *, invert: bool = False) -> ReplayBuffer:
+        """Add a transform at the end of the list (``invert`` swaps its forward and ``inv``)."""
+        self._transform.append(transform, invert)
+        return self
+
+    def insert_transform(
+        self, index: int, transform: Callable[[Any], Any], *, invert: bool = False
+    ) -> ReplayBuffer:
+        """Insert a transform at position ``index`` (``invert`` swaps its forward and ``inv``)."""
+        self._transform.insert(index, transform, invert)
+        return self
+
+    # ------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """The state of the storage, sampler and writer (transforms are not saved)."""
+        return {
+            "_storage": self._storage.state_dict(),
+            "_sampler": self._sampler.state_dict(),
+            "_writer": self._writer.state_dict(),
+            "_batch_size": self._batch_size,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the output of :meth:`state_dict`."""
+        with self._lock:
+            self._storage.load_state_dict(state_dict["_storage"])
+            self._sampler.load_state_dict(state_dict["_sampler"])
+            self._writer.load_state_dict(state_dict["_writer"])
+            self._batch_size = state_dict["_batch_size"]
+
+    def dumps(self, path: str | Path) -> None:
+        """Save the storage, sampler and writer under the directory ``path``, atomically.
+
+        Everything is written into a temporary sibling directory, a completion
+        marker is added, then it replaces ``path``: a crash mid-dump leaves the
+        previous checkpoint in place.
+        """
+        path = Path(path)
+        with self._lock, atomic_directory(path) as tmp:
+            self._storage.dumps(tmp / "storage")
+            self._sampler.dumps(tmp / "sampler")
+            self._writer.dumps(tmp / "writer")
+            write_json(
+                tmp / META_FILE,
+                {"type": type(self).__name__, "batch_size": self._batch_size, "len": len(self)},
+            )
+
+    def loads(self, path: str | Path) -> None:
+        """Load a checkpoint written by :meth:`dumps`.
+
+        Raises:
+            FileNotFoundError: if ``path``, its completion marker or a component file is missing.
+            ValueError: if a file is truncated or the checkpoint does not fit this buffer.
+        """
+        path = Path(path)
+        owner = type(self).__name__
+        check_complete(path, owner)
+        meta = read_json(path / META_FILE, owner)
+        with self._lock:
+            self._storage.loads(path / "storage")
+            self._sampler.loads(path / "sampler")
+            self._writer.loads(path / "writer")
+            self._batch_size = meta.get("batch_size", self._batch_size)
+            self._futures.clear()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in ("_lock", "_executor", "_futures"):
+            state.pop(name)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+        self._executor = None
+        self._futures = deque()
+
+
+# ---------------------------------------------------------------- helpers
+def _check_positive(name: str, value: int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"ReplayBuffer expected {name} to be a positive int or None, got {value!r}.")
+    return value
+
+
+def _identity(data: Any) -> Any:
+    return data
+
+
+def _stack_list(data: Any) -> Any:
+    """Default collate of list storages: stack tensors/tensordicts, keep other lists."""
+    if isinstance(data, list) and data:
+        if all(isinstance(item, torch.Tensor) for item in data) or all(
+            is_tensor_collection(item) for item in data
+        ):
+            return torch.stack(data)
+    return data
+
+
+def _default_collate(storage: Any) -> Callable[[Any], Any]:
+    return _stack_list if isinstance(storage, ListStorage) else _identity
+
+
+def _stack_items(items: list[Any]) -> Any:
+    """A list of elements written to a tensor storage becomes one stacked batch."""
+    if not items:
+        raise ValueError("extend expected at least one element, got an empty list.")
+    if isinstance(items[0], torch.Tensor) or is_tensor_collection(items[0]):
+        return torch.stack(items)
+    return _pytree.tree_map(lambda *leaves: torch.stack(leaves), items[0], *items[1:])
+
+
+def _transpose(data: Any, dim: int) -> Any:
+    if isinstance(data, torch.Tensor) or is_tensor_collection(data):
+        return data.transpose(dim, 0)
+    return _pytree.tree_map(lambda leaf: leaf.transpose(dim, 0), data)

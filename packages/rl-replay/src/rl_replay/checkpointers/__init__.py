@@ -1,0 +1,9 @@
+"""Storage checkpointers: how a storage is written to and read from disk."""
+
+from __future__ import annotations
+
+from rl_replay.checkpointers.base import StorageCheckpointerBase
+from rl_replay.checkpointers.list import ListStorageCheckpointer
+from rl_replay.checkpointers.tensor import TensorStorageCheckpointer
+
+__all__ = ["ListStorageCheckpointer", "StorageCheckpointerBase", "TensorStorageCheckpointer"]

@@ -1,0 +1,119 @@
+"""The :class:`Writer` base class: decides where a buffer writes new data."""
+
+from __future__ import annotations
+
+import abc
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import is_tensor_collection
+from torch.utils import _pytree
+
+from rl_replay.samplers.base import dump_state, load_state
+
+__all__ = ["Writer"]
+
+
+class Writer(abc.ABC):
+    """A ReplayBuffer base Writer class.
+
+    A writer owns the write cursor: :meth:`add` writes one element,
+    :meth:`extend` a batch along the leading dim, both into the storage given
+    to :meth:`register_storage`, and return the positions written along the
+    storage's cursor (first) dim: an int for :meth:`add`, a ``LongTensor`` for
+    :meth:`extend`.  With ``ndim > 1`` storages each position is a whole row.
+
+    Args:
+        compilable (bool, optional): accepted for API compatibility. Defaults to ``False``.
+    """
+
+    def __init__(self, compilable: bool = False) -> None:
+        self._storage: Any = None  # Any: a Storage (kept loose: writers only use its contract)
+        self._compilable = compilable
+
+    def register_storage(self, storage: Any) -> None:  # Any: see __init__
+        """Bind the writer to ``storage``."""
+        self._storage = storage
+
+    @abc.abstractmethod
+    def add(self, data: Any) -> Any:  # Any: any data the storage accepts
+        """Write one element; return its position."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def extend(self, data: Any) -> Any:  # Any: see add
+        """Write a batch of elements; return their positions."""
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def _empty(self) -> None:
+        """Reset the write state (the storage was emptied)."""
+        raise NotImplementedError
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the writer state (tensors and JSON-able values)."""
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the output of :meth:`state_dict`."""
+        return None
+
+    def dumps(self, path: str | Path) -> None:
+        """Save the writer state in the directory ``path`` (JSON + memory-mapped tensors)."""
+        dump_state(self.state_dict(), Path(path), owner=type(self).__name__)
+
+    def loads(self, path: str | Path) -> None:
+        """Load a state saved by :meth:`dumps` from the directory ``path``.
+
+        Raises:
+            FileNotFoundError: if a file of the checkpoint is missing.
+            ValueError: if the checkpoint is unreadable or written by another class.
+        """
+        self.load_state_dict(load_state(Path(path), owner=type(self).__name__))
+
+    def _require_storage(self) -> Any:
+        if self._storage is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has no storage: expected register_storage(storage) to be "
+                "called first, found none. Build it through a ReplayBuffer."
+            )
+        return self._storage
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+def _batch_len(data: Any) -> int:
+    """Length of ``data`` along its leading dim (tensor, tensordict, list or pytree).
+
+    Raises:
+        ValueError: if ``data`` has no leading dim.
+    """
+    if is_tensor_collection(data):
+        shape = data.batch_size
+    elif isinstance(data, torch.Tensor):
+        shape = data.shape
+    elif isinstance(data, list):
+        return len(data)
+    else:
+        leaves = _pytree.tree_leaves(data)
+        if not leaves or not isinstance(leaves[0], torch.Tensor):
+            raise ValueError(
+                f"Cannot extend with {type(data).__name__}: expected a tensor, a tensordict, a list "
+                "or a pytree of tensors with a leading batch dim."
+            )
+        shape = leaves[0].shape
+    if len(shape) == 0:
+        raise ValueError(
+            "extend expected data with a leading batch dim, found a scalar batch shape (). "
+            "Use add() for a single element or unsqueeze the data."
+        )
+    return shape[0]
+
+
+def _take_last(data: Any, count: int) -> Any:
+    """Keep the last ``count`` elements of ``data`` along its leading dim."""
+    if isinstance(data, list) or is_tensor_collection(data) or isinstance(data, torch.Tensor):
+        return data[-count:]
+    return _pytree.tree_map(lambda leaf: leaf[-count:], data)

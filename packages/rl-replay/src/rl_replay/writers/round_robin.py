@@ -1,0 +1,120 @@
+"""Circular writers: :class:`RoundRobinWriter` and :class:`TensorDictRoundRobinWriter`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from tensordict import is_tensor_collection
+
+from rl_replay.writers.base import Writer, _batch_len, _take_last
+
+__all__ = ["RoundRobinWriter", "TensorDictRoundRobinWriter"]
+
+
+class RoundRobinWriter(Writer):
+    """A RoundRobin Writer class for composable replay buffers.
+
+    New data goes after the last written element; once the storage is full the
+    oldest elements are overwritten first.  The cursor lives in shared memory,
+    so a buffer passed to another process keeps writing where it left off.
+
+    Args:
+        compilable (bool, optional): accepted for API compatibility. Defaults to ``False``.
+
+    Examples:
+        >>> import torch
+        >>> from rl_replay import ReplayBuffer, LazyTensorStorage, RoundRobinWriter
+        >>> rb = ReplayBuffer(storage=LazyTensorStorage(4), writer=RoundRobinWriter())
+        >>> rb.extend(torch.arange(6))  # the first two are overwritten
+        tensor([2, 3, 0, 1])
+        >>> rb[:]
+        tensor([4, 5, 2, 3])
+    """
+
+    def __init__(self, compilable: bool = False) -> None:
+        super().__init__(compilable=compilable)
+        self._cursor_value = torch.zeros((), dtype=torch.long).share_memory_()
+
+    @property
+    def _cursor(self) -> int:
+        return int(self._cursor_value)
+
+    @_cursor.setter
+    def _cursor(self, value: int) -> None:
+        self._cursor_value.fill_(value)
+
+    def _rows(self, data: Any, single: bool) -> int:
+        storage = self._require_storage()
+        prepare = getattr(storage, "_rows_for_write", None)
+        return storage.max_size if prepare is None else prepare(data, single)
+
+    def add(self, data: Any) -> Any:  # Any: any data the storage accepts
+        """Write one element at the cursor and return its position."""
+        rows = self._rows(data, True)
+        cursor = self._cursor
+        self._storage.set(cursor, data)
+        self._cursor = (cursor + 1) % rows
+        return cursor
+
+    def extend(self, data: Any) -> Any:  # Any: see add
+        """Write a batch along its leading dim after the cursor, wrapping around.
+
+        When the batch is longer than the storage, only its last elements are kept.
+        """
+        count = _batch_len(data)
+        rows = self._rows(data, False)
+        cursor = self._cursor
+        end = cursor + count
+        if count > rows:  # only the last `rows` elements survive the wrap-around
+            data, cursor = _take_last(data, rows), end - rows
+        index = torch.arange(cursor, end) % rows
+        self._storage.set(index, data)
+        self._cursor = end % rows
+        return index
+
+    def _empty(self) -> None:
+        self._cursor = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"_cursor": self._cursor}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._cursor = int(state_dict["_cursor"])
+
+
+class TensorDictRoundRobinWriter(RoundRobinWriter):
+    """A RoundRobin Writer class for composable, tensordict-based replay buffers.
+
+    Behaves like :class:`RoundRobinWriter` and only accepts tensor collections.
+
+    Args:
+        compilable (bool, optional): accepted for API compatibility. Defaults to ``False``.
+
+    Raises:
+        TypeError: when asked to write something other than a tensordict.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_replay import LazyTensorStorage, TensorDictReplayBuffer, TensorDictRoundRobinWriter
+        >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(8), writer=TensorDictRoundRobinWriter())
+        >>> rb.extend(TensorDict({"a": torch.zeros(3)}, [3]))
+        tensor([0, 1, 2])
+    """
+
+    def add(self, data: Any) -> Any:  # Any: a tensordict
+        _check_td(data)
+        return super().add(data)
+
+    def extend(self, data: Any) -> Any:  # Any: a tensordict
+        _check_td(data)
+        return super().extend(data)
+
+
+def _check_td(data: Any) -> None:
+    if not is_tensor_collection(data):
+        raise TypeError(
+            f"TensorDictRoundRobinWriter expected a tensordict, got {type(data).__name__}. "
+            "Use RoundRobinWriter for tensors and pytrees."
+        )
