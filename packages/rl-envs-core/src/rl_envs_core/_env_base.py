@@ -1,0 +1,540 @@
+"""``EnvBase``: the abstract environment, its specs, reset, step and seeding.
+
+Rollouts live in ``_rollout.py``, partial steps/resets in ``_partial.py`` and the
+spec accessors in ``_spec_views.py``; the methods here delegate to them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import NestedKey, TensorDict, TensorDictBase
+from torch import nn
+
+from rl_envs_core import _partial, _rollout, _spec_views, _validation
+from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
+from rl_envs_core._specs_compat import Categorical, Composite, TensorSpec, Unbounded
+from rl_envs_core._step_mdp import advance, as_tuple
+
+DeviceType = torch.device | str | int | None
+
+_DONE_DUAL = {"done": "terminated", "terminated": "done"}
+
+
+def _to_device(device: DeviceType) -> torch.device | None:
+    if device is None:
+        return None
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
+def _next_seed(seed: int) -> int:
+    generator = torch.Generator().manual_seed(int(seed) % (2**63))
+    return int(torch.randint(0, 2**32 - 1, (), generator=generator))
+
+
+class EnvBase(nn.Module):
+    """Abstract environment parent class.
+
+    A subclass sets its specs in ``__init__`` (``observation_spec``, ``action_spec``,
+    ``reward_spec``, ``done_spec``, ``state_spec`` or their ``full_*`` forms, with
+    the batch size as leading dims) and implements ``_reset``, ``_step`` (returning
+    the content of ``"next"``) and ``_set_seed``.
+
+    Args:
+        device (torch.device, optional): where input and output data live.
+            Defaults to ``None`` (no casting).
+        batch_size (torch.Size or sequence of int, optional): the number of envs
+            batched together. Defaults to ``torch.Size([])``.
+        run_type_checks (bool, optional): check the actions against their spec at
+            every step. Defaults to ``False``.
+        allow_done_after_reset (bool, optional): accept a ``True`` done right after
+            a reset. Defaults to ``False``.
+        spec_locked (bool, optional): lock the specs against in-place edits.
+            Defaults to ``True``.
+        auto_reset (bool, optional): the env resets itself when done; observations
+            delivered with a done flag belong to the next episode. Defaults to ``False``.
+        auto_reset_replace (bool, optional): with ``auto_reset``, replace those
+            observations in ``"next"`` by a placeholder (``nan``). Defaults to ``True``.
+
+    Examples:
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> env = CountingEnv(max_steps=3, batch_size=[2])
+        >>> data = env.rollout(10)
+        >>> data.batch_size, data.names
+        (torch.Size([2, 3]), [None, 'time'])
+        >>> data["next", "done"][:, -1].squeeze(-1)
+        tensor([True, True])
+    """
+
+    batch_locked: bool = True
+
+    def __init__(
+        self,
+        *,
+        device: DeviceType = None,
+        batch_size: torch.Size | Sequence[int] | int | None = None,
+        run_type_checks: bool = False,
+        allow_done_after_reset: bool = False,
+        spec_locked: bool = True,
+        auto_reset: bool = False,
+        auto_reset_replace: bool = True,
+    ) -> None:
+        super().__init__()
+        if batch_size is None:
+            batch_size = torch.Size([])
+        elif isinstance(batch_size, int):
+            batch_size = torch.Size([batch_size])
+        state = self.__dict__
+        state["_batch_size"] = torch.Size(batch_size)
+        state["_device"] = _to_device(device)
+        state["_spec_locked"] = bool(spec_locked)
+        state["_cache"] = None
+        state["_io_checked"] = False
+        self.run_type_checks = run_type_checks
+        self.allow_done_after_reset = allow_done_after_reset
+        self.auto_reset = auto_reset
+        self.auto_reset_replace = auto_reset_replace
+        state["_auto_reset_handler"] = (
+            make_auto_reset_handler(auto_reset_replace) if auto_reset else None
+        )
+        self.is_closed = False
+        shape = self._batch_size
+        state["_output_spec"] = Composite(
+            full_observation_spec=Composite(shape=shape),
+            full_reward_spec=Composite(reward=Unbounded(shape=(*shape, 1)), shape=shape),
+            full_done_spec=Composite(
+                **{
+                    name: Categorical(2, shape=(*shape, 1), dtype=torch.bool)
+                    for name in ("done", "terminated", "truncated")
+                },
+                shape=shape,
+            ),
+            shape=shape,
+        )
+        state["_input_spec"] = Composite(
+            full_action_spec=Composite(shape=shape),
+            full_state_spec=Composite(shape=shape),
+            shape=shape,
+        )
+        if self._device is not None:
+            state["_output_spec"] = self._output_spec.to(self._device)
+            state["_input_spec"] = self._input_spec.to(self._device)
+        self.set_spec_lock_(self._spec_locked)
+
+    # ------------------------------------------------------------------ attributes
+    @property
+    def batch_size(self) -> torch.Size:
+        """The number of envs batched together (leading dims of every spec)."""
+        return self._batch_size
+
+    @property
+    def device(self) -> torch.device | None:
+        """Where the input and output tensordicts are expected to live."""
+        return self._device
+
+    @property
+    def is_spec_locked(self) -> bool:
+        """Whether the specs are locked against in-place edits."""
+        return self._spec_locked
+
+    @property
+    def auto_reset_handler(self) -> AutoResetHandler | None:
+        """The handler of an auto-resetting env (``None`` otherwise)."""
+        return self._auto_reset_handler
+
+    def set_spec_lock_(self, mode: bool = True) -> EnvBase:
+        """Lock (``mode=True``) or unlock the specs in place; returns the env.
+
+        Examples:
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = CountingEnv()
+            >>> env.set_spec_lock_(False).is_spec_locked
+            False
+        """
+        self.__dict__["_spec_locked"] = bool(mode)
+        for parent in (self._output_spec, self._input_spec):
+            _spec_views.set_locked(parent, bool(mode))
+        self._invalidate_cache()
+        return self
+
+    @property
+    def specs(self) -> Composite:
+        """All specs: ``Composite(output_spec=..., input_spec=...)``."""
+        return Composite(
+            output_spec=self._output_spec, input_spec=self._input_spec, shape=self.batch_size
+        )
+
+    def _invalidate_cache(self) -> None:
+        self.__dict__["_cache"] = None
+        self.__dict__["_io_checked"] = False
+
+    def _key_cache(self) -> dict[str, Any]:  # Any: heterogeneous cache values
+        cache = self.__dict__["_cache"]
+        if cache is None:
+            cache = _spec_views.compute_key_cache(self)
+            cache["root_excluded"] = frozenset(
+                {
+                    ("next",),
+                    *map(as_tuple, cache["action_keys"]),
+                    *map(as_tuple, cache["reward_keys"]),
+                }
+            )
+            self.__dict__["_cache"] = cache
+        return cache
+
+    def _done_leaf_specs(self) -> list[tuple[NestedKey, TensorSpec]]:
+        spec = self.full_done_spec
+        return [(key, spec[key]) for key in self._key_cache()["done_keys"]]
+
+    def _single_key(self, role: str) -> NestedKey:
+        keys = self._key_cache()[f"{role}_keys"]
+        if len(keys) != 1:
+            raise KeyError(
+                f"{role}_key needs exactly one {role} entry, the env has {len(keys)}: "
+                f"{[str(k) for k in keys]}. Use env.{role}_keys instead."
+            )
+        return keys[0]
+
+    action_keys = property(
+        lambda self: list(self._key_cache()["action_keys"]), doc="Leaf keys of full_action_spec."
+    )
+    reward_keys = property(
+        lambda self: list(self._key_cache()["reward_keys"]), doc="Leaf keys of full_reward_spec."
+    )
+    done_keys = property(
+        lambda self: list(self._key_cache()["done_keys"]), doc="Leaf keys of full_done_spec."
+    )
+    state_keys = property(
+        lambda self: list(self._key_cache()["state_keys"]), doc="Leaf keys of full_state_spec."
+    )
+    observation_keys = property(
+        lambda self: list(self._key_cache()["observation_keys"]),
+        doc="Leaf keys of full_observation_spec.",
+    )
+    reset_keys = property(
+        lambda self: list(self._key_cache()["reset_keys"]), doc="One '_reset' key per done level."
+    )
+    action_key = property(
+        lambda self: self._single_key("action"), doc="The action key (one action only)."
+    )
+    reward_key = property(
+        lambda self: self._single_key("reward"), doc="The reward key (one reward only)."
+    )
+    done_key = property(lambda self: self._key_cache()["done_keys"][0], doc="The first done key.")
+    done_keys_groups = property(
+        lambda self: [list(v) for v in self._key_cache()["done_levels"].values()],
+        doc="Done keys grouped by nesting level.",
+    )
+
+    # ------------------------------------------------------------------ abstract API
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Compute the next step; return the content of ``"next"`` (not nested)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _step(tensordict).")
+
+    def _reset(
+        self, tensordict: TensorDictBase | None, **kwargs: Any
+    ) -> TensorDictBase:  # Any: backend kwargs
+        """Reset the env (where ``"_reset"`` says so) and return the first observation."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _reset(tensordict).")
+
+    def _set_seed(self, seed: int | None) -> None:
+        """Seed the env's random number generators."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _set_seed(seed).")
+
+    # ------------------------------------------------------------------ step
+    def step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Run one step: read the action in ``tensordict``, write the result under ``"next"``.
+
+        A ``"_step"`` boolean mask restricts the step to some elements; the others
+        keep the previous values of ``tensordict`` (or zeros).
+
+        Raises:
+            KeyError: an action is missing, or ``_step`` returned undeclared keys.
+            ValueError: an action or output entry has the wrong shape.
+
+        Examples:
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = CountingEnv()
+            >>> data = env.step(env.rand_action(env.reset()))
+            >>> data["next", "observation"]
+            tensor([1.])
+        """
+        if not self._io_checked or self.run_type_checks:
+            _validation.check_step_input(self, tensordict)
+        partial = tensordict.get("_step", None)
+        if partial is not None and not bool(partial.all()):
+            next_td = _partial.partial_step(self, tensordict, partial)
+        else:
+            next_td = self._step_and_complete(tensordict)
+        tensordict.set("next", next_td)
+        return tensordict
+
+    def _step_and_complete(self, tensordict: TensorDictBase) -> TensorDictBase:
+        try:
+            out = self._step(tensordict)
+        except (KeyError, ValueError, RuntimeError, IndexError, TypeError) as err:
+            _validation.check_step_input(self, tensordict, cause=err)
+            raise
+        self._complete_done(out, fill_zeros=False)
+        if self._device is not None and out.device != self._device:
+            out = out.to(self._device)
+        if not self._io_checked:
+            _validation.check_step_output(self, tensordict, out)
+            self.__dict__["_io_checked"] = True
+        handler = self._auto_reset_handler
+        if handler is not None:
+            out = handler.on_step(self, out)
+        return out
+
+    def _complete_done(self, out: TensorDictBase, *, fill_zeros: bool) -> None:
+        """Flank a lone done/terminated with its dual; zero-fill the rest if asked."""
+        for key, leaf in self._done_leaf_specs_cached():
+            if out.get(key, None) is not None:
+                continue
+            tup = as_tuple(key)
+            dual = _DONE_DUAL.get(tup[-1])
+            value = out.get((*tup[:-1], dual), None) if dual is not None else None
+            if value is not None:
+                out.set(key, value.clone())
+            elif fill_zeros:
+                extra = out.batch_size[: out.batch_dims - len(self.batch_size)]
+                out.set(key, leaf.zero(torch.Size(extra)) if extra else leaf.zero())
+
+    def _done_leaf_specs_cached(self) -> list[tuple[NestedKey, TensorSpec]]:
+        cache = self._key_cache()
+        leaves = cache.get("done_leaves")
+        if leaves is None:
+            leaves = cache["done_leaves"] = self._done_leaf_specs()
+        return leaves
+
+    def _step_mdp(self, tensordict: TensorDictBase) -> TensorDictBase:
+        cache = self._key_cache()
+        return advance(
+            tensordict, root_excluded=cache["root_excluded"], next_excluded=cache["reward_keys"]
+        )
+
+    def step_and_maybe_reset(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        """Step, then (partially) reset where done; return the step data and the next input.
+
+        Examples:
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = CountingEnv(max_steps=1)
+            >>> data, data_ = env.step_and_maybe_reset(env.rand_action(env.reset()))
+            >>> data["next", "done"].item(), data_["done"].item(), data_["observation"].item()
+            (True, False, 0.0)
+        """
+        return _rollout.step_and_maybe_reset(self, tensordict)
+
+    def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """Write a random action (drawn from ``action_spec``) in ``tensordict``.
+
+        Examples:
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> CountingEnv(batch_size=[3]).rand_action()["action"].shape
+            torch.Size([3, 1])
+        """
+        if tensordict is None:
+            tensordict = TensorDict(batch_size=self.batch_size, device=self.device)
+        extra = None
+        if not self.batch_locked and tensordict.batch_dims > len(self.batch_size):
+            extra = tensordict.batch_size[: tensordict.batch_dims - len(self.batch_size)]
+        spec = self.full_action_spec
+        for key in self._key_cache()["action_keys"]:
+            leaf = spec[key]
+            tensordict.set(key, leaf.rand(extra) if extra is not None else leaf.rand())
+        return tensordict
+
+    def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
+        """Step with a random action."""
+        return self.step(self.rand_action(tensordict))
+
+    # ------------------------------------------------------------------ reset
+    def reset(
+        self,
+        tensordict: TensorDictBase | None = None,
+        **kwargs: Any,  # Any: backend kwargs
+    ) -> TensorDictBase:
+        """Reset the env (partially when ``"_reset"`` entries are given) and return the first data.
+
+        Where a ``"_reset"`` mask is ``False``, the values of ``tensordict`` are kept;
+        those results are written back into ``tensordict`` and the ``"_reset"``
+        entries removed.
+
+        Raises:
+            RuntimeError: a done flag is ``True`` after the reset and
+                ``allow_done_after_reset`` is ``False``.
+
+        Examples:
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> sorted(CountingEnv().reset().keys())
+            ['done', 'observation', 'terminated', 'truncated']
+        """
+        resets = (
+            _partial.collect_resets(tensordict, self._key_cache()["reset_keys"])
+            if tensordict is not None
+            else {}
+        )
+        out = None
+        handler = self._auto_reset_handler
+        if handler is not None:
+            out = handler.on_reset(self, tensordict if resets else None)
+        if out is None:
+            out = self._reset(tensordict, **kwargs)
+        if out is tensordict:
+            out = out.copy()
+        if self._device is not None and out.device != self._device:
+            out = out.to(self._device)
+        self._complete_done(out, fill_zeros=True)
+        if resets:
+            _partial.merge_masked(out, tensordict, resets, zeros_when_missing=False)
+            _partial.remove_resets(out, resets)
+            _partial.remove_resets(tensordict, resets)
+            tensordict.update(out)
+        if not self.allow_done_after_reset:
+            self._check_not_done(out, resets)
+        return out
+
+    def _check_not_done(self, out: TensorDictBase, resets: dict) -> None:
+        for key in self._key_cache()["done_keys"]:
+            done = out.get(key, None)
+            if done is None:
+                continue
+            tup = as_tuple(key)
+            mask = resets.get(()) if () in resets else resets.get(tup[:-1])
+            if mask is not None:
+                done = done & _partial.fit_mask(mask, done.shape, key)
+            if bool(done.any()):
+                raise RuntimeError(
+                    f"{type(self).__name__} returned done=True at {key!r} right after a "
+                    f"reset. Return done=False from _reset, or build the env with "
+                    f"allow_done_after_reset=True if this is intended."
+                )
+
+    # ------------------------------------------------------------------ seeding, misc
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
+        """Seed the env and return the next seed of a deterministic chain.
+
+        Examples:
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = CountingEnv()
+            >>> env.set_seed(0) == CountingEnv().set_seed(0) != 0
+            True
+        """
+        self._set_seed(seed)
+        if seed is not None and not static_seed:
+            return _next_seed(seed)
+        return seed
+
+    def rollout(
+        self,
+        max_steps: int,
+        policy: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        callback: Callable[[EnvBase, TensorDictBase], Any] | None = None,  # Any: ignored result
+        *,
+        auto_reset: bool = True,
+        auto_cast_to_device: bool = False,
+        break_when_any_done: bool | None = None,
+        break_when_all_done: bool | None = None,
+        return_contiguous: bool | None = True,
+        tensordict: TensorDictBase | None = None,
+        set_truncated: bool = False,
+        out: TensorDictBase | None = None,
+        trust_policy: bool = False,
+    ) -> TensorDictBase:
+        """Run up to ``max_steps`` steps and stack them along a trailing ``"time"`` dim.
+
+        Args:
+            max_steps (int): the maximum number of steps.
+            policy (callable, optional): reads the root and writes the action.
+                Defaults to ``None`` (random actions).
+            callback (callable, optional): called as ``callback(env, data)`` after
+                each step. Defaults to ``None``.
+            auto_reset (bool, optional): reset the env first. Defaults to ``True``.
+            auto_cast_to_device (bool, optional): move data to the policy's device
+                and back. Defaults to ``False``.
+            break_when_any_done (bool, optional): stop at the first done. Defaults to
+                ``True`` unless ``break_when_all_done`` is set.
+            break_when_all_done (bool, optional): keep stepping the envs that are not
+                done (partial steps) until all are. Defaults to ``False``.
+            return_contiguous (bool, optional): stack into one contiguous tensordict;
+                ``False`` (or dynamic specs) gives a lazy stack. Defaults to ``True``.
+            tensordict (TensorDictBase, optional): the first input (given to
+                ``reset`` when ``auto_reset``). Defaults to ``None``.
+            set_truncated (bool, optional): mark the last step truncated. Defaults
+                to ``False``.
+            out (TensorDictBase, optional): a tensordict the result is written into.
+                Defaults to ``None``.
+            trust_policy (bool, optional): skip the device check of the policy.
+                Defaults to ``False``.
+
+        Raises:
+            ValueError: incompatible options (both break flags ``True``; no
+                ``tensordict`` with ``auto_reset=False``).
+            RuntimeError: ``set_truncated`` on an env without a ``"truncated"`` entry.
+        """
+        return _rollout.rollout(
+            self,
+            max_steps,
+            policy,
+            callback,
+            auto_reset=auto_reset,
+            auto_cast_to_device=auto_cast_to_device,
+            break_when_any_done=break_when_any_done,
+            break_when_all_done=break_when_all_done,
+            return_contiguous=return_contiguous,
+            tensordict=tensordict,
+            set_truncated=set_truncated,
+            out=out,
+            trust_policy=trust_policy,
+        )
+
+    def fake_tensordict(self) -> TensorDictBase:
+        """A zero-filled TED tensordict with every entry the specs declare."""
+        root = self._input_spec["full_state_spec"].zero()
+        root.update(self._input_spec["full_action_spec"].zero())
+        root.update(self._output_spec["full_observation_spec"].zero())
+        root.update(self._output_spec["full_done_spec"].zero())
+        nxt = self._output_spec["full_observation_spec"].zero()
+        nxt.update(self._output_spec["full_reward_spec"].zero())
+        nxt.update(self._output_spec["full_done_spec"].zero())
+        root.set("next", nxt)
+        return root
+
+    def to(self, *args: Any, **kwargs: Any) -> EnvBase:  # Any: mirrors nn.Module.to
+        """Move the env (its specs and module parameters) to a device."""
+        device, *_ = torch._C._nn._parse_to(*args, **kwargs)
+        super().to(*args, **kwargs)
+        if device is not None:
+            device = _to_device(device)
+            self.__dict__["_device"] = device
+            self.__dict__["_output_spec"] = self._output_spec.to(device)
+            self.__dict__["_input_spec"] = self._input_spec.to(device)
+            self.set_spec_lock_(self._spec_locked)
+        return self
+
+    def empty_cache(self) -> None:
+        """Forget the cached key lists (recomputed on next use)."""
+        self._invalidate_cache()
+
+    def close(self) -> None:
+        """Release the env's resources."""
+        self.is_closed = True
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(batch_size={tuple(self.batch_size)}, device={self.device}, "
+            f"observation_keys={[str(k) for k in self.observation_keys]}, "
+            f"action_keys={[str(k) for k in self.action_keys]})"
+        )
+
+
+for _name, _view in _spec_views.spec_views().items():
+    setattr(EnvBase, _name, _view)
+del _name, _view

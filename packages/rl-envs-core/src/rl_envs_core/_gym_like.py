@@ -1,0 +1,284 @@
+"""``GymLikeEnv``: the plumbing shared by adapters of gym-like backends.
+
+A backend object with ``reset()`` and ``step(action)`` is wrapped; the ``read_*``
+methods turn its outputs into tensors, and ``_output_transform`` /
+``_reset_output_transform`` normalise its result tuples. Adapters (in
+``rl-env-adapters``) subclass it and implement ``_make_specs`` (and usually
+``_build_env``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_envs_core._env_base import DeviceType, EnvBase
+from rl_envs_core._specs_compat import TensorSpec
+
+# Any in this module: backend objects, observations and infos are library-defined.
+InfoReader = Callable[[Any, TensorDictBase], Any]
+
+
+def encode_value(value: Any, spec: TensorSpec | None, batch_size: torch.Size) -> torch.Tensor:
+    """Convert a backend value (numpy, python scalar, tensor) to a tensor for ``spec``."""
+    if not isinstance(value, torch.Tensor):
+        value = torch.as_tensor(np.asarray(value))
+    if spec is None:
+        return value if value.shape[: len(batch_size)] == batch_size else value.expand(batch_size)
+    if value.dtype != spec.dtype:
+        value = value.to(spec.dtype)
+    if spec.device is not None and value.device != spec.device:
+        value = value.to(spec.device)
+    if value.shape != spec.shape and value.numel() == spec.shape.numel():
+        value = value.reshape(spec.shape)
+    return value
+
+
+class GymLikeEnv(EnvBase):
+    """A gym-like env is an environment.
+
+    Its behaviour is similar to gym environments in what common methods (specifically
+    reset and step) are expected to do: ``reset`` returns ``(observation, info)`` and
+    ``step`` returns ``(observation, reward, terminated, truncated, info)``.
+
+    Args:
+        env (object, optional): the backend env to wrap. Defaults to ``None``: the
+            env is built by ``_build_env(**kwargs)``.
+        frame_skip (int, optional): repeat each action this many times, summing the
+            rewards. Defaults to ``1``.
+        convert_actions_to_numpy (bool, optional): give the backend numpy actions.
+            Defaults to ``True``.
+        device, batch_size, allow_done_after_reset, spec_locked, auto_reset,
+        auto_reset_replace: as in :class:`EnvBase`.
+        **kwargs: passed to ``_check_kwargs`` and ``_build_env``.
+
+    Raises:
+        TypeError: if no backend is given and the subclass does not build one.
+
+    Examples:
+        >>> import numpy as np
+        >>> from rl_specs import Bounded, Composite, Unbounded
+        >>> class Backend:
+        ...     def reset(self, seed=None):
+        ...         self.x = 0.0
+        ...         return np.array([self.x], dtype=np.float32), {}
+        ...     def step(self, action):
+        ...         self.x += float(action[0])
+        ...         return np.array([self.x], dtype=np.float32), 1.0, self.x > 1, False, {}
+        >>> class Wrapper(GymLikeEnv):
+        ...     def _make_specs(self, env):
+        ...         self.observation_spec = Composite(observation=Unbounded(shape=(1,)))
+        ...         self.action_spec = Bounded(low=0.0, high=1.0, shape=(1,))
+        >>> env = Wrapper(env=Backend())
+        >>> data = env.rollout(5, policy=lambda td: td.set("action", torch.ones(1)))
+        >>> data["next", "observation"].squeeze(-1), data["next", "done"].squeeze(-1)
+        (tensor([1., 2.]), tensor([False,  True]))
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        device: DeviceType = None,
+        batch_size: torch.Size | None = None,
+        allow_done_after_reset: bool = False,
+        spec_locked: bool = True,
+        auto_reset: bool = False,
+        auto_reset_replace: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            device=device,
+            batch_size=batch_size,
+            allow_done_after_reset=allow_done_after_reset,
+            spec_locked=spec_locked,
+            auto_reset=auto_reset,
+            auto_reset_replace=auto_reset_replace,
+        )
+        self._info_dict_reader: list[InfoReader] = []
+        self.wrapper_frame_skip = int(kwargs.pop("frame_skip", 1))
+        self._convert_actions_to_numpy = bool(kwargs.pop("convert_actions_to_numpy", True))
+        self._constructor_kwargs = dict(kwargs)
+        self._check_kwargs(kwargs)
+        env = kwargs.pop("env", None)
+        self.__dict__["_env"] = env if env is not None else self._build_env(*args, **kwargs)
+        self._make_specs(self._env)
+        self._init_env()
+
+    # ---------------------------------------------------------------- subclass hooks
+    def _check_kwargs(self, kwargs: dict[str, Any]) -> None:
+        """Validate the constructor kwargs (no check by default)."""
+
+    def _build_env(self, *args: Any, **kwargs: Any) -> Any:
+        """Build the backend env from the constructor arguments."""
+        raise TypeError(
+            f"{type(self).__name__} needs a backend: pass env=<backend env>, or implement "
+            f"_build_env(*args, **kwargs) in the subclass. Got args={args}, "
+            f"kwargs={sorted(kwargs)}."
+        )
+
+    def _make_specs(self, env: Any) -> None:
+        """Set the specs from the backend env."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _make_specs(env).")
+
+    def _init_env(self) -> None:
+        """Finish the backend's setup after the specs are made (nothing by default)."""
+
+    # ---------------------------------------------------------------- readers
+    def read_action(self, action: torch.Tensor) -> Any:
+        """Convert a tensor action to what the backend expects (numpy by default)."""
+        if not self._convert_actions_to_numpy:
+            return action
+        return action.detach().cpu().numpy()
+
+    def read_obs(self, observations: Any) -> dict[str, torch.Tensor]:
+        """Convert backend observations (array or dict of arrays) to a dict of tensors."""
+        if isinstance(observations, Mapping):
+            if "state" in observations and "observation" not in observations:
+                observations = dict(observations)
+                observations["observation"] = observations.pop("state")
+        else:
+            observations = {"observation": observations}
+        spec = self.full_observation_spec
+        known = set(spec.keys())
+        return {
+            key: encode_value(value, spec[key] if key in known else None, self.batch_size)
+            for key, value in observations.items()
+        }
+
+    def read_reward(self, reward: Any) -> torch.Tensor:
+        """Convert a backend reward to a tensor shaped like ``reward_spec``."""
+        return encode_value(reward, self.full_reward_spec[self.reward_key], self.batch_size)
+
+    def read_done(
+        self, terminated: Any = None, truncated: Any = None, done: Any = None
+    ) -> tuple[Any, Any, Any, bool]:
+        """Return ``(terminated, truncated, done, do_break)``; ``done`` defaults to their OR."""
+        if done is None:
+            flags = [np.asarray(x) for x in (terminated, truncated) if x is not None]
+            done = np.logical_or.reduce(flags) if flags else np.zeros((), dtype=bool)
+        if terminated is None:
+            terminated = done
+        do_break = bool(np.asarray(done).any())
+        return terminated, truncated, done, do_break
+
+    def read_info(self, info: Any, tensordict_out: TensorDictBase) -> TensorDictBase:
+        """Let every registered info reader write into ``tensordict_out``."""
+        for reader in self._info_dict_reader:
+            out = reader(info, tensordict_out)
+            if isinstance(out, TensorDictBase):
+                tensordict_out = out
+        return tensordict_out
+
+    @property
+    def info_dict_reader(self) -> list[InfoReader]:
+        """The registered info readers."""
+        return self._info_dict_reader
+
+    def set_info_dict_reader(self, info_dict_reader: InfoReader | None = None) -> GymLikeEnv:
+        """Register a callable ``reader(info, tensordict_out)``; returns the env.
+
+        Raises:
+            TypeError: if ``info_dict_reader`` is not callable.
+        """
+        if info_dict_reader is None:
+            return self
+        if not callable(info_dict_reader):
+            raise TypeError(
+                f"set_info_dict_reader expected a callable reader(info, tensordict), got "
+                f"{type(info_dict_reader).__name__}."
+            )
+        self._info_dict_reader.append(info_dict_reader)
+        return self
+
+    # ---------------------------------------------------------------- output transforms
+    def _output_transform(self, step_outputs_tuple: tuple) -> tuple:
+        """Normalise a step result to ``(obs, reward, terminated, truncated, done, info)``.
+
+        Accepts the 5-tuple ``(obs, reward, terminated, truncated, info)`` and the
+        legacy 4-tuple ``(obs, reward, done, info)``.
+
+        Raises:
+            ValueError: for any other tuple length.
+        """
+        if len(step_outputs_tuple) == 5:
+            obs, reward, terminated, truncated, info = step_outputs_tuple
+            return obs, reward, terminated, truncated, None, info
+        if len(step_outputs_tuple) == 4:
+            obs, reward, done, info = step_outputs_tuple
+            return obs, reward, None, None, done, info
+        raise ValueError(
+            f"{type(self).__name__} expected the backend step to return 5 values (obs, "
+            f"reward, terminated, truncated, info) or 4 (obs, reward, done, info), got "
+            f"{len(step_outputs_tuple)}. Override _output_transform for this backend."
+        )
+
+    def _reset_output_transform(self, reset_outputs_tuple: Any) -> tuple[Any, dict]:
+        """Normalise a reset result to ``(obs, info)``."""
+        if (
+            isinstance(reset_outputs_tuple, tuple)
+            and len(reset_outputs_tuple) == 2
+            and isinstance(reset_outputs_tuple[1], Mapping)
+        ):
+            return reset_outputs_tuple
+        return reset_outputs_tuple, {}
+
+    # ---------------------------------------------------------------- EnvBase API
+    def _done_entries(self, terminated: Any, truncated: Any, done: Any) -> dict[str, torch.Tensor]:
+        spec = self.full_done_spec
+        names = set(spec.keys())
+        out = {}
+        for name, value in (("terminated", terminated), ("truncated", truncated), ("done", done)):
+            if name in names and value is not None:
+                out[name] = encode_value(value, spec[name], self.batch_size)
+        return out
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        action = self.read_action(tensordict.get(self.action_key))
+        reward = 0
+        for _ in range(self.wrapper_frame_skip):
+            obs, step_reward, terminated, truncated, done, info = self._output_transform(
+                self._env.step(action)
+            )
+            reward = reward + (step_reward if step_reward is not None else 0)
+            terminated, truncated, done, do_break = self.read_done(
+                terminated=terminated, truncated=truncated, done=done
+            )
+            if do_break:
+                break
+        source = self.read_obs(obs)
+        source[self.reward_key] = self.read_reward(reward)
+        source.update(self._done_entries(terminated, truncated, done))
+        out = TensorDict(source, batch_size=self.batch_size, device=self.device)
+        return self.read_info(info, out)
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        obs, info = self._reset_output_transform(self._env.reset(**kwargs))
+        out = TensorDict(self.read_obs(obs), batch_size=self.batch_size, device=self.device)
+        return self.read_info(info, out)
+
+    def _set_seed(self, seed: int | None) -> None:
+        seeder = getattr(self._env, "seed", None)
+        if callable(seeder):
+            seeder(seed)
+        else:
+            self._env.reset(seed=seed)
+
+    def close(self) -> None:
+        """Close the backend env."""
+        closer = getattr(self.__dict__.get("_env"), "close", None)
+        if callable(closer):
+            closer()
+        super().close()
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            backend = self.__dict__.get("_env")
+            if backend is None or name.startswith("__"):
+                raise
+            return getattr(backend, name)

@@ -1,0 +1,186 @@
+"""``EnvBase.rollout`` and ``EnvBase.step_and_maybe_reset`` as plain functions.
+
+The loop keeps per-step work to the step itself, one ``"next"``-to-root copy and
+one done check; the collected steps are stacked once at the end along a trailing
+dimension named ``"time"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tensordict import LazyStackedTensorDict, TensorDictBase
+
+from rl_envs_core._step_mdp import aggregate_done, as_tuple
+
+if TYPE_CHECKING:
+    from rl_envs_core._env_base import EnvBase
+
+Policy = Callable[[TensorDictBase], TensorDictBase]
+
+
+def resolve_break_flags(any_done: bool | None, all_done: bool | None) -> tuple[bool, bool]:
+    """Defaults of the two break flags: break at the first done unless told otherwise."""
+    if any_done and all_done:
+        raise ValueError(
+            "rollout() got break_when_any_done=True and break_when_all_done=True; "
+            "they are exclusive. Pass only one of them."
+        )
+    if all_done:
+        return False, True
+    return (True if any_done is None else bool(any_done)), False
+
+
+def step_and_maybe_reset(
+    env: EnvBase, tensordict: TensorDictBase
+) -> tuple[TensorDictBase, TensorDictBase]:
+    """Step ``env``, move to the next root and reset (partially) where done."""
+    tensordict = env.step(tensordict)
+    return tensordict, advance_and_maybe_reset(env, tensordict)
+
+
+def advance_and_maybe_reset(env: EnvBase, tensordict: TensorDictBase) -> TensorDictBase:
+    """``step_mdp`` of ``tensordict``, then a partial reset of the done elements."""
+    root = env._step_mdp(tensordict)
+    if aggregate_done(root, env._key_cache()["done_levels"], "_reset", False):
+        env.reset(root)
+    return root
+
+
+def batch_done(env: EnvBase, data: TensorDictBase) -> torch.Tensor:
+    """One flag per batch element: is any done-like entry ``True`` there."""
+    batch = data.batch_size
+    flags = torch.zeros(batch, dtype=torch.bool, device=data.device)
+    for key in env._key_cache()["done_keys"]:
+        value = data.get(key, None)
+        if value is not None:
+            flags |= value.reshape(*batch, -1).any(-1)
+    return flags
+
+
+def _device_policy(env: EnvBase, policy: Policy) -> Policy:
+    params = list(policy.parameters()) if isinstance(policy, torch.nn.Module) else []
+    if not params:
+        return policy
+    device = params[0].device
+
+    def run(td: TensorDictBase) -> TensorDictBase:
+        return policy(td.to(device)).to(env.device if env.device is not None else td.device)
+
+    return run
+
+
+def _mark_truncated(env: EnvBase, data: TensorDictBase) -> None:
+    last = data[..., -1]
+    for level, keys in env._key_cache()["done_levels"].items():
+        names = {as_tuple(k)[-1] for k in keys}
+        for name in ("truncated", "done") if "truncated" in names else ():
+            key = ("next", *level, name)
+            last.set_(key, torch.ones_like(last.get(key)))
+
+
+def _stack(
+    env: EnvBase,
+    steps: list[TensorDictBase],
+    return_contiguous: bool | None,
+    out: TensorDictBase | None,
+) -> TensorDictBase:
+    dim = steps[0].batch_dims
+    if return_contiguous is False or env._key_cache()["dynamic"]:
+        result = LazyStackedTensorDict.lazy_stack(steps, dim)
+    else:
+        try:
+            result = torch.stack(steps, dim)
+        except RuntimeError as err:
+            raise RuntimeError(
+                f"rollout() could not stack the steps into one contiguous tensordict "
+                f"({err}). Shapes vary between steps: declare the varying dims as -1 in "
+                f"the specs, or call rollout(..., return_contiguous=False)."
+            ) from err
+    names = [None] * dim + ["time"]
+    result.names = names
+    if out is not None:
+        out.update(result)
+        return out
+    return result
+
+
+def rollout(
+    env: EnvBase,
+    max_steps: int,
+    policy: Policy | None = None,
+    callback: Callable[[EnvBase, TensorDictBase], Any] | None = None,  # Any: ignored result
+    *,
+    auto_reset: bool = True,
+    auto_cast_to_device: bool = False,
+    break_when_any_done: bool | None = None,
+    break_when_all_done: bool | None = None,
+    return_contiguous: bool | None = True,
+    tensordict: TensorDictBase | None = None,
+    set_truncated: bool = False,
+    out: TensorDictBase | None = None,
+    trust_policy: bool = False,
+) -> TensorDictBase:
+    """Run ``env`` for up to ``max_steps`` steps; see :meth:`EnvBase.rollout`."""
+    any_done, all_done = resolve_break_flags(break_when_any_done, break_when_all_done)
+    if max_steps < 1:
+        raise ValueError(f"rollout() expected max_steps >= 1, got {max_steps}.")
+    if not env.is_spec_locked:
+        env.empty_cache()
+    cache = env._key_cache()
+    if set_truncated and not any(as_tuple(k)[-1] == "truncated" for k in cache["done_keys"]):
+        raise RuntimeError(
+            f"rollout(set_truncated=True) needs a 'truncated' entry in the done spec; the "
+            f"env has {[str(k) for k in cache['done_keys']]}. Add one to env.full_done_spec."
+        )
+    if auto_reset:
+        td = env.reset(tensordict) if tensordict is not None else env.reset()
+    elif tensordict is None:
+        raise ValueError(
+            "rollout(auto_reset=False) needs a tensordict to start from; got none. Pass "
+            "tensordict=env.reset() (or the last step of a previous rollout)."
+        )
+    else:
+        td = tensordict
+        if aggregate_done(td, cache["done_levels"], "_reset", False):
+            env.reset(td)
+    if policy is None:
+        act: Policy = env.rand_action
+    elif auto_cast_to_device and not trust_policy:
+        act = _device_policy(env, policy)
+    else:
+        act = policy
+    levels = cache["done_levels"]
+    steps: list[TensorDictBase] = []
+    finished = None
+    for i in range(max_steps):
+        td = act(td)
+        if finished is not None:
+            td.set("_step", ~finished)
+        td = env.step(td)
+        if finished is not None:
+            td.del_("_step")
+        steps.append(td)
+        if callback is not None:
+            callback(env, td)
+        last = i == max_steps - 1
+        if any_done:
+            if last or aggregate_done(td.get("next"), levels, None, False):
+                break
+            td = env._step_mdp(td)
+        elif all_done:
+            done = batch_done(env, td.get("next"))
+            finished = done if finished is None else finished | done
+            if last or bool(finished.all()):
+                break
+            td = env._step_mdp(td)
+        else:
+            if last:
+                break
+            td = advance_and_maybe_reset(env, td)
+    result = _stack(env, steps, return_contiguous, out)
+    if set_truncated:
+        _mark_truncated(env, result)
+    return result

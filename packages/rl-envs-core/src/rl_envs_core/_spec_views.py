@@ -1,0 +1,218 @@
+"""Spec accessors of ``EnvBase``: thin views over one ``Composite`` per role.
+
+An environment stores two composites, ``output_spec`` (``full_observation_spec``,
+``full_reward_spec``, ``full_done_spec``) and ``input_spec`` (``full_action_spec``,
+``full_state_spec``). Every documented accessor (``action_spec``,
+``full_action_spec``, ``action_spec_unbatched``, ...) is a :class:`SpecView`
+descriptor built by :func:`spec_views`; assignment goes through one function,
+:func:`assign_full_spec`, which validates the batch size, unlocks, edits, relocks
+and clears the key caches.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from tensordict import NestedKey
+
+from rl_envs_core._specs_compat import Composite, TensorSpec
+
+if TYPE_CHECKING:
+    from rl_envs_core._env_base import EnvBase
+
+#: role -> the parent composite holding ``full_<role>_spec``.
+ROLE_PARENT = {
+    "observation": "output_spec",
+    "reward": "output_spec",
+    "done": "output_spec",
+    "action": "input_spec",
+    "state": "input_spec",
+}
+#: roles whose short accessor returns the leaf when there is exactly one.
+LEAF_ROLES = {"action": "action", "reward": "reward", "done": "done"}
+PARENT_ROLES = {
+    "output_spec": ("observation", "reward", "done"),
+    "input_spec": ("action", "state"),
+}
+
+
+def set_locked(spec: Composite, locked: bool) -> None:
+    """Lock or unlock ``spec`` in place (a no-op for specs without a lock)."""
+    method = getattr(spec, "lock_" if locked else "unlock_", None)
+    if method is not None:
+        method()
+
+
+def unbatch(spec: TensorSpec, batch_size: torch.Size) -> TensorSpec:
+    """Return ``spec`` without its leading ``batch_size`` dims."""
+    if not batch_size:
+        return spec
+    return spec[(0,) * len(batch_size)]
+
+
+def _check_batch(role: str, spec: TensorSpec, batch_size: torch.Size) -> None:
+    shape = tuple(spec.shape)
+    if shape[: len(batch_size)] != tuple(batch_size):
+        raise ValueError(
+            f"The {role} spec must have the env batch size {tuple(batch_size)} as leading "
+            f"dims, got shape {shape}. Build it with shape=(*env.batch_size, ...) "
+            f"(for a Composite: shape=env.batch_size), or assign to "
+            f"'{role}_spec_unbatched' to have the batch dims added for you."
+        )
+
+
+def flank_done(spec: Composite) -> Composite:
+    """Make every ``done`` have a ``terminated`` twin and vice versa, at every level."""
+    levels: dict[tuple, set[str]] = {}
+    for key in spec.keys(True, True):
+        key = (key,) if isinstance(key, str) else tuple(key)
+        levels.setdefault(key[:-1], set()).add(key[-1])
+    for level, names in levels.items():
+        for have, missing in (("done", "terminated"), ("terminated", "done")):
+            if have in names and missing not in names:
+                spec[(*level, missing)] = spec[(*level, have)].clone()
+    return spec
+
+
+def assign_full_spec(env: EnvBase, role: str, value: Composite) -> None:
+    """Validate ``value`` and store it as ``full_<role>_spec`` of ``env``."""
+    if not isinstance(value, Composite):
+        raise TypeError(
+            f"full_{role}_spec must be a Composite, got {type(value).__name__}. "
+            f"Assign a leaf spec to '{role}_spec' instead, or wrap it: "
+            f"Composite({LEAF_ROLES.get(role, role)}=spec, shape=env.batch_size)."
+        )
+    _check_batch(f"full_{role}", value, env.batch_size)
+    value = value.clone()
+    if env.device is not None:
+        value = value.to(env.device)
+    if role == "done":
+        set_locked(value, False)
+        value = flank_done(value)
+    parent = env.__dict__[f"_{ROLE_PARENT[role]}"]
+    set_locked(parent, False)
+    parent[f"full_{role}_spec"] = value
+    if env.is_spec_locked:
+        set_locked(parent, True)
+    env._invalidate_cache()
+
+
+def assign_parent_spec(env: EnvBase, parent_name: str, value: Composite) -> None:
+    """Store a whole ``input_spec`` / ``output_spec``, one role at a time."""
+    if not isinstance(value, Composite):
+        raise TypeError(f"{parent_name} must be a Composite, got {type(value).__name__}.")
+    expected = {f"full_{role}_spec" for role in PARENT_ROLES[parent_name]}
+    unknown = set(value.keys()) - expected
+    if unknown:
+        raise KeyError(
+            f"{parent_name} accepts only the keys {sorted(expected)}, got unexpected "
+            f"{sorted(unknown)}. Put these specs under one of the accepted entries."
+        )
+    for role in PARENT_ROLES[parent_name]:
+        key = f"full_{role}_spec"
+        if key in value.keys():
+            assign_full_spec(env, role, value[key])
+
+
+def empty_composite(env: EnvBase) -> Composite:
+    """An empty ``Composite`` with the env's batch size and device."""
+    return Composite(shape=env.batch_size, device=env.device)
+
+
+class SpecView:
+    """A descriptor exposing one role's spec in one flavour.
+
+    Args:
+        role: ``"observation"``, ``"reward"``, ``"done"``, ``"action"`` or ``"state"``.
+        full: return the whole ``Composite`` (``full_<role>_spec``) rather than the leaf.
+        unbatched: drop the env's batch dims on read, add them on write.
+    """
+
+    def __init__(self, role: str, *, full: bool, unbatched: bool = False) -> None:
+        self.role = role
+        self.full = full
+        self.unbatched = unbatched
+
+    def __get__(self, env: Any, owner: type | None = None) -> Any:  # Any: descriptor protocol
+        if env is None:
+            return self
+        spec = env.__dict__[f"_{ROLE_PARENT[self.role]}"][f"full_{self.role}_spec"]
+        if not self.full and self.role in LEAF_ROLES:
+            keys = env._key_cache()[f"{self.role}_keys"]
+            if len(keys) == 1:
+                spec = spec[keys[0]]
+        return unbatch(spec, env.batch_size) if self.unbatched else spec
+
+    def __set__(self, env: EnvBase, value: TensorSpec) -> None:
+        if self.unbatched:
+            value = value.expand(*env.batch_size, *value.shape)
+        if isinstance(value, Composite):
+            assign_full_spec(env, self.role, value)
+            return
+        if self.full or self.role not in LEAF_ROLES:
+            name = f"{'full_' if self.full else ''}{self.role}_spec"
+            raise TypeError(
+                f"{name} must be a Composite, got {type(value).__name__}. Wrap it: "
+                f"Composite({self.role}=spec, shape=env.batch_size)."
+            )
+        _check_batch(self.role, value, env.batch_size)
+        wrapped = Composite({LEAF_ROLES[self.role]: value}, shape=env.batch_size)
+        assign_full_spec(env, self.role, wrapped)
+
+
+class ParentSpecView:
+    """A descriptor for ``input_spec`` / ``output_spec`` (optionally unbatched)."""
+
+    def __init__(self, name: str, *, unbatched: bool = False) -> None:
+        self.name = name
+        self.unbatched = unbatched
+
+    def __get__(self, env: Any, owner: type | None = None) -> Any:  # Any: descriptor protocol
+        if env is None:
+            return self
+        spec = env.__dict__[f"_{self.name}"]
+        return unbatch(spec, env.batch_size) if self.unbatched else spec
+
+    def __set__(self, env: EnvBase, value: Composite) -> None:
+        if self.unbatched:
+            value = value.expand(*env.batch_size, *value.shape)
+        assign_parent_spec(env, self.name, value)
+
+
+def spec_views() -> dict[str, SpecView | ParentSpecView]:
+    """Every documented spec accessor, by attribute name, for ``EnvBase``'s namespace."""
+    views: dict[str, SpecView | ParentSpecView] = {}
+    for role in ROLE_PARENT:
+        for unbatched, suffix in ((False, ""), (True, "_unbatched")):
+            views[f"{role}_spec{suffix}"] = SpecView(role, full=False, unbatched=unbatched)
+            views[f"full_{role}_spec{suffix}"] = SpecView(role, full=True, unbatched=unbatched)
+    for parent in PARENT_ROLES:
+        views[parent] = ParentSpecView(parent)
+        views[f"{parent}_unbatched"] = ParentSpecView(parent, unbatched=True)
+    return views
+
+
+def _sorted_keys(spec: Composite) -> list[NestedKey]:
+    keys = list(spec.keys(True, True))
+    return sorted(keys, key=lambda k: (0, (k,)) if isinstance(k, str) else (len(k) - 1, k))
+
+
+def compute_key_cache(env: EnvBase) -> dict[str, Any]:
+    """Key lists and done-level structure, computed once per spec assignment."""
+    cache: dict[str, Any] = {}
+    for role in ROLE_PARENT:
+        spec = env.__dict__[f"_{ROLE_PARENT[role]}"][f"full_{role}_spec"]
+        cache[f"{role}_keys"] = _sorted_keys(spec)
+    levels: dict[tuple, list[NestedKey]] = {}
+    for key in cache["done_keys"]:
+        tup = (key,) if isinstance(key, str) else tuple(key)
+        levels.setdefault(tup[:-1], []).append(key)
+    cache["done_levels"] = levels
+    cache["reset_keys"] = ["_reset" if not level else (*level, "_reset") for level in levels]
+    cache["dynamic"] = any(
+        -1 in tuple(env.__dict__[f"_{parent}"][f"full_{role}_spec"][key].shape)
+        for role, parent in ROLE_PARENT.items()
+        for key in cache[f"{role}_keys"]
+    )
+    return cache

@@ -1,0 +1,185 @@
+"""Test helpers for environment implementations: ``CountingEnv`` and ``EnvContract``.
+
+``EnvContract`` is the shared contract every env's test class subclasses::
+
+    class TestPendulum(EnvContract):
+        def make_env(self):
+            return PendulumEnv()
+
+Its checks are plain asserts (specs carry the batch size, reset/step/rollout
+shapes, the TED layout, seeding determinism and ``check_env_specs``).
+``CountingEnv`` is a trivial env (its observation counts steps) used by tests and
+benchmarks of this package and of the packages above it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_envs_core._check import check_env_specs
+from rl_envs_core._env_base import DeviceType, EnvBase
+from rl_envs_core._specs_compat import Categorical, Composite, Unbounded
+from rl_envs_core._step_mdp import as_tuple
+
+
+class CountingEnv(EnvBase):
+    """An env whose observation counts the steps since the last reset.
+
+    Every step adds one to ``"observation"`` and gives a reward of one; the env is
+    done (terminated) after ``max_steps`` steps. The action (``Categorical(2)``) is
+    read but ignored. Partial resets (``"_reset"``) reset only the masked elements.
+
+    Args:
+        max_steps (int, optional): steps before done. Defaults to ``5``.
+        batch_size (sequence of int, optional): the batch size. Defaults to ``()``.
+        device (torch.device, optional): the env device. Defaults to ``None``.
+        **kwargs: passed to :class:`EnvBase` (``auto_reset``, ``spec_locked``, ...).
+
+    Examples:
+        >>> env = CountingEnv(max_steps=2)
+        >>> env.rollout(5)["next", "observation"].squeeze(-1)
+        tensor([1., 2.])
+    """
+
+    def __init__(
+        self,
+        max_steps: int = 5,
+        *,
+        batch_size: Sequence[int] = (),
+        device: DeviceType = None,
+        **kwargs: bool,
+    ) -> None:
+        super().__init__(batch_size=batch_size, device=device, **kwargs)
+        shape = (*self.batch_size, 1)
+        self.max_steps = max_steps
+        self.observation_spec = Composite(observation=Unbounded(shape=shape), shape=self.batch_size)
+        self.action_spec = Categorical(2, shape=shape)
+        self.reward_spec = Unbounded(shape=shape)
+        self.count = torch.zeros(shape, dtype=torch.int64, device=self.device)
+
+    def _output(self, done: torch.Tensor) -> TensorDictBase:
+        return TensorDict(
+            {
+                "observation": self.count.to(torch.float32),
+                "done": done,
+                "terminated": done.clone(),
+                "truncated": torch.zeros_like(done),
+            },
+            batch_size=self.batch_size,
+            device=self.device,
+        )
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: object) -> TensorDictBase:
+        reset = tensordict.get("_reset", None) if tensordict is not None else None
+        if reset is None:
+            self.count = torch.zeros_like(self.count)
+        else:
+            self.count = torch.where(reset.reshape(self.count.shape), 0, self.count)
+        return self._output(torch.zeros_like(self.count, dtype=torch.bool))
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self.count = self.count + 1
+        out = self._output(self.count >= self.max_steps)
+        out.set("reward", torch.ones(self.count.shape, device=self.device))
+        return out
+
+    def _set_seed(self, seed: int | None) -> None:
+        self.seed = seed
+
+
+def _leaf_tuples(td: TensorDictBase) -> set[tuple[str, ...]]:
+    return {as_tuple(k) for k in td.keys(True, True)}
+
+
+def assert_close_nan(a: TensorDictBase, b: TensorDictBase) -> None:
+    """Assert two tensordicts are equal, treating ``nan == nan``."""
+    assert _leaf_tuples(a) == _leaf_tuples(b)
+    for key in a.keys(True, True):
+        x, y = a.get(key), b.get(key)
+        assert torch.equal(x.isnan(), y.isnan()) if x.is_floating_point() else True, key
+        assert torch.equal(torch.nan_to_num(x), torch.nan_to_num(y)), key
+
+
+class EnvContract:
+    """Checks every ``EnvBase`` implementation must pass; subclass and define ``make_env``.
+
+    Class attributes tune the checks: ``rollout_steps`` (length of the rollouts)
+    and ``deterministic`` (``False`` skips the seeding-determinism check, for envs
+    without a seedable source of randomness).
+    """
+
+    rollout_steps: int = 5
+    deterministic: bool = True
+
+    def make_env(self) -> EnvBase:
+        """Build the env under test."""
+        raise NotImplementedError("EnvContract subclasses must define make_env().")
+
+    def test_specs_lead_with_batch_size(self) -> None:
+        env = self.make_env()
+        batch = tuple(env.batch_size)
+        for name in ("input_spec", "output_spec"):
+            spec = getattr(env, name)
+            assert tuple(spec.shape) == batch, name
+            for key in spec.keys(True, True):
+                assert tuple(spec[key].shape[: len(batch)]) == batch, (name, key)
+
+    def test_done_and_terminated_are_flanked(self) -> None:
+        env = self.make_env()
+        names = {as_tuple(k) for k in env.done_keys}
+        for key in names:
+            if key[-1] in ("done", "terminated"):
+                dual = "terminated" if key[-1] == "done" else "done"
+                assert (*key[:-1], dual) in names, key
+
+    def test_reset_matches_specs(self) -> None:
+        env = self.make_env()
+        data = env.reset()
+        assert data.batch_size == env.batch_size or not env.batch_locked
+        expected = {as_tuple(k) for k in (*env.observation_keys, *env.done_keys)}
+        assert expected <= _leaf_tuples(data)
+        assert not any(k[-1] == "_reset" for k in _leaf_tuples(data))
+        for key in env.done_keys:
+            assert not data.get(key).any(), key
+
+    def test_step_writes_ted_layout(self) -> None:
+        env = self.make_env()
+        data = env.rand_step(env.reset())
+        leaves = _leaf_tuples(data)
+        for key in env.action_keys:
+            assert as_tuple(key) in leaves, key
+        for key in (*env.observation_keys, *env.reward_keys, *env.done_keys):
+            assert ("next", *as_tuple(key)) in leaves, key
+        for key in env.reward_keys:
+            assert as_tuple(key) not in leaves, key
+
+    def test_rollout_has_time_dim(self) -> None:
+        env = self.make_env()
+        steps = self.rollout_steps
+        data = env.rollout(steps, break_when_any_done=False)
+        assert data.names[-1] == "time"
+        assert data.batch_size == (*env.batch_size, steps)
+        later, earlier = data[..., 1:], data[..., :-1]
+        for key in env.observation_keys:
+            done = earlier.get(("next", env.done_keys[0]))
+            not_reset = ~done.reshape(*done.shape[: earlier.batch_dims], -1).any(-1)
+            x, y = later.get(key)[not_reset], earlier.get(("next", key))[not_reset]
+            assert torch.equal(torch.nan_to_num(x), torch.nan_to_num(y)), key
+
+    def test_seeding_is_deterministic(self) -> None:
+        if not self.deterministic:
+            return
+        runs = []
+        for _ in range(2):
+            env = self.make_env()
+            torch.manual_seed(0)
+            next_seed = env.set_seed(0)
+            runs.append((next_seed, env.rollout(self.rollout_steps, break_when_any_done=False)))
+        assert runs[0][0] == runs[1][0]
+        assert_close_nan(runs[0][1], runs[1][1])
+
+    def test_check_env_specs_passes(self) -> None:
+        check_env_specs(self.make_env())
