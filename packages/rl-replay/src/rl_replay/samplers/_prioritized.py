@@ -1,0 +1,376 @@
+"""Proportional prioritized sampling: :class:`PrioritizedSampler`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+from rl_replay.samplers._segment_tree import SegmentTree
+from rl_replay.samplers.base import (
+    Sampler,
+    check_batch_size,
+    check_not_empty,
+    device_of,
+    ravel,
+    unravel,
+)
+
+__all__ = ["PrioritizedSampler"]
+
+REDUCTIONS = ("max", "min", "median", "mean", "sum")
+_SCATTER_REDUCE = {"max": "amax", "min": "amin", "mean": "mean", "sum": "sum"}
+
+
+class PrioritizedSampler(Sampler):
+    """Prioritized sampler for replay buffer.
+
+    Implements proportional prioritization (Schaul et al., 2015,
+    https://arxiv.org/abs/1511.05952): element ``i`` is drawn with probability
+    ``P(i) = p_i ** alpha / sum_k p_k ** alpha`` and ``info["priority_weight"]`` holds the
+    importance weight ``(N * P(i)) ** -beta`` divided by the largest such weight in the
+    buffer, i.e. ``(p_i ** alpha / min_k p_k ** alpha) ** -beta`` where the minimum runs
+    over the elements that can be drawn (positive priority). ``update_priority``
+    stores ``(priority + eps) ** alpha``; new elements get the largest priority seen so far
+    (``1.0`` before any update). A sum tree and a min tree (torch tensors on the storage's
+    device) make batch sampling and batch updates vectorised, ``O(batch * log(capacity))``.
+
+    Args:
+        max_capacity (int): maximum number of elements (over all storage dims).
+        alpha (float): exponent of the priorities (``0`` gives uniform sampling).
+        beta (float): importance-sampling exponent (``0`` gives unit weights).
+        eps (float, optional): added to every priority. Defaults to ``1e-8``.
+        dtype (torch.dtype, optional): the tree dtype. Defaults to ``torch.float``.
+        reduction (str, optional): how several priorities given for one element are
+            reduced (priorities with trailing dims, e.g. per time step of a stored
+            trajectory, or a repeated index): ``"max"``, ``"min"``, ``"median"``,
+            ``"mean"`` or ``"sum"``. Defaults to ``"max"``.
+        max_priority_within_buffer (bool, optional): if ``True``, new elements get the
+            largest priority currently stored instead of the largest ever seen.
+            Defaults to ``False``.
+
+    Raises:
+        ValueError: for a non-positive ``max_capacity``, a negative ``alpha``, ``beta`` or
+            ``eps``, or an unknown ``reduction``.
+
+    Examples:
+        >>> import torch
+        >>> from rl_replay.samplers import PrioritizedSampler
+        >>> class Storage:
+        ...     ndim = 1
+        ...     def __len__(self):
+        ...         return 4
+        >>> sampler = PrioritizedSampler(4, alpha=1.0, beta=1.0, eps=0.0)
+        >>> sampler.extend(torch.arange(4))
+        >>> sampler.update_priority(torch.arange(4), torch.tensor([0.0, 1.0, 2.0, 4.0]))
+        >>> _ = torch.manual_seed(0)
+        >>> index, info = sampler.sample(Storage(), 1000)
+        >>> 0 in index  # zero priority: never drawn
+        False
+        >>> (index == 3).float().mean().round(decimals=1)  # 4 / (1 + 2 + 4)
+        tensor(0.6000)
+        >>> info["priority_weight"][index == 3].unique()  # (4 / 1) ** -beta
+        tensor([0.2500])
+    """
+
+    def __init__(
+        self,
+        max_capacity: int,
+        alpha: float,
+        beta: float,
+        eps: float = 1e-8,
+        dtype: torch.dtype = torch.float,
+        reduction: str = "max",
+        max_priority_within_buffer: bool = False,
+    ) -> None:
+        Sampler.__init__(self)
+        name = type(self).__name__
+        if isinstance(max_capacity, bool) or not isinstance(max_capacity, int) or max_capacity <= 0:
+            raise ValueError(
+                f"{name} expected max_capacity to be a positive int, got {max_capacity!r}. "
+                "Pass the storage capacity, e.g. PrioritizedSampler(1000, alpha=0.7, beta=0.5)."
+            )
+        for arg, value in (("alpha", alpha), ("beta", beta), ("eps", eps)):
+            if not value >= 0:
+                raise ValueError(f"{name} expected {arg} >= 0, got {arg}={value!r}.")
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"{name} expected reduction in {REDUCTIONS}, got {reduction!r}.")
+        self._max_capacity = max_capacity
+        self._alpha = float(alpha)
+        self._beta = float(beta)
+        self._eps = float(eps)
+        self.dtype = dtype
+        self.reduction = reduction
+        self._max_priority_within_buffer = max_priority_within_buffer
+        self._build_trees(torch.device("cpu"))
+
+    # ----------------------------------------------------------------- properties
+    @property
+    def max_capacity(self) -> int:
+        """Maximum number of elements the trees hold."""
+        return self._max_capacity
+
+    @property
+    def alpha(self) -> float:
+        """Priority exponent."""
+        return self._alpha
+
+    @property
+    def beta(self) -> float:
+        """Importance-sampling exponent."""
+        return self._beta
+
+    @beta.setter
+    def beta(self, value: float) -> None:
+        self._beta = float(value)
+
+    @property
+    def default_priority(self) -> float:
+        """The tree value (``priority ** alpha``) that new elements receive."""
+        return float(self._default_value())
+
+    def _default_value(self) -> torch.Tensor:
+        if self._max_tree is not None:
+            top = self._max_tree.total()
+            return torch.where(top > -torch.inf, top, torch.ones_like(top))
+        return (self._max_priority + self._eps) ** self._alpha
+
+    def _build_trees(self, device: torch.device) -> None:
+        cap, dtype = self._max_capacity, self.dtype
+        self._sum_tree = SegmentTree(cap, op="sum", dtype=dtype, device=device)
+        self._min_tree = SegmentTree(cap, op="min", dtype=dtype, device=device)
+        self._max_tree = (
+            SegmentTree(cap, op="max", dtype=dtype, device=device)
+            if self._max_priority_within_buffer
+            else None
+        )
+        self._max_priority = torch.ones((), dtype=dtype, device=device)
+        self._written = torch.zeros(cap, dtype=torch.bool, device=device)
+
+    def _to(self, device: torch.device) -> None:
+        if device != self._sum_tree.device:
+            for tree in (self._sum_tree, self._min_tree, self._max_tree):
+                if tree is not None:
+                    tree.to(device)
+            self._max_priority = self._max_priority.to(device)
+            self._written = self._written.to(device)
+
+    def _attach_storage(self, storage: Any) -> None:
+        super()._attach_storage(storage)
+        self._to(device_of(storage))
+
+    # ----------------------------------------------------------------- writes
+    def extend(self, index: torch.Tensor) -> None:
+        """Give the default priority to every element of the written cursor-dim ``index``."""
+        flat = self._written_positions(index)
+        self._set_values(flat, self._default_value())
+
+    def mark_update(self, index: Any, *, storage: Any = None) -> None:  # Any: storage index form
+        """Reset the elements at ``index`` (overwritten in place) to the default priority."""
+        flat = self._flat_index(index, storage)
+        self._set_values(flat, self._default_value())
+
+    def _written_positions(self, index: torch.Tensor) -> torch.Tensor:
+        """Cursor-dim positions -> flat positions of every element in those rows."""
+        rows = torch.as_tensor(index, dtype=torch.long).reshape(-1)
+        storage = self._storage
+        if storage is None or len(getattr(storage, "shape", ())) <= 1:
+            return rows
+        inner = int(torch.Size(storage.shape[1:]).numel())
+        return (rows.unsqueeze(-1) * inner + torch.arange(inner, device=rows.device)).reshape(-1)
+
+    def _flat_index(self, index: Any, storage: Any) -> torch.Tensor:
+        storage = self._storage if storage is None else storage
+        if storage is not None and isinstance(index, torch.Tensor) and index.ndim == 2:
+            if index.shape[-1] == len(getattr(storage, "shape", ())) > 1:
+                index = index.unbind(-1)  # stacked (N, ndim) index from a sampled tensordict
+        if storage is None:
+            return torch.as_tensor(index, dtype=torch.long).reshape(-1)
+        return ravel(index, storage)
+
+    def _set_values(self, flat: torch.Tensor, values: torch.Tensor | float) -> None:
+        device = self._sum_tree.device
+        flat = flat.to(device)
+        if flat.numel() == 0:
+            return
+        bad = (flat < 0) | (flat >= self._max_capacity)
+        if bool(bad.any()):
+            raise ValueError(
+                f"{type(self).__name__} expected indices in [0, max_capacity={self._max_capacity}), "
+                f"got {flat[bad][:5].tolist()}. Build the sampler with a max_capacity at least "
+                "the storage size."
+            )
+        values = torch.as_tensor(values, dtype=self.dtype, device=device)
+        with self._lock:
+            self._written[flat] = True
+            self._sum_tree.update(flat, values)
+            # zero-priority elements are never drawn, so they do not bound the weights
+            self._min_tree.update(flat, torch.where(values > 0, values, torch.inf))
+            if self._max_tree is not None:
+                self._max_tree.update(flat, values)
+
+    # ----------------------------------------------------------------- priorities
+    def update_priority(
+        self, index: Any, priority: float | torch.Tensor, *, storage: Any = None
+    ) -> None:  # Any: an index in the storage's own form (tensor, tuple or (N, ndim) tensor)
+        """Set the priority of the elements at ``index``.
+
+        Args:
+            index: the sampled index (flat tensor, tuple of tensors, or an ``(N, ndim)``
+                stacked index as written into sampled tensordicts).
+            priority (float or torch.Tensor): a scalar, or one priority per index; extra
+                trailing dims are reduced with ``reduction``.
+            storage (Storage, optional): the storage ``index`` refers to. Defaults to the
+                attached storage.
+
+        Raises:
+            ValueError: if ``priority`` is negative or nan, has a length other than the
+                number of indices, or an index is out of ``[0, max_capacity)``.
+        """
+        flat = self._flat_index(index, storage).to(self._sum_tree.device)
+        priority = self._check_priority(priority, flat.numel())
+        flat, priority = self._reduce_duplicates(flat, priority)
+        with self._lock:
+            if priority.numel():
+                self._max_priority = torch.maximum(self._max_priority, priority.max())
+            self._set_values(flat, (priority + self._eps) ** self._alpha)
+
+    def _check_priority(self, priority: float | torch.Tensor, count: int) -> torch.Tensor:
+        name = type(self).__name__
+        priority = torch.as_tensor(priority, dtype=self.dtype, device=self._sum_tree.device)
+        if priority.ndim > 1 and priority.shape[0] == count:
+            priority = _reduce_trailing(priority.reshape(count, -1), self.reduction)
+        elif priority.numel() == 1:
+            priority = priority.reshape(1).expand(count)
+        priority = priority.reshape(-1)
+        if priority.numel() != count:
+            raise ValueError(
+                f"{name}.update_priority expected one priority per index ({count} values) or a "
+                f"scalar, got a priority of shape {tuple(priority.shape)}. Pass priorities "
+                "aligned with the sampled index."
+            )
+        bad = ~(priority >= 0)  # catches nan too
+        if bool(bad.any()):
+            raise ValueError(
+                f"{name}.update_priority expected non-negative, non-nan priorities, got "
+                f"{priority[bad][:5].tolist()} at positions {bad.nonzero().flatten()[:5].tolist()}. "
+                "Check the loss producing the priorities (e.g. clamp or take abs of td_error)."
+            )
+        return priority
+
+    def _reduce_duplicates(
+        self, flat: torch.Tensor, priority: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        unique, inverse = torch.unique(flat, return_inverse=True)
+        if unique.numel() == flat.numel():
+            return flat, priority
+        if self.reduction == "median":
+            order = torch.argsort(inverse * (priority.numel() + 1) + _rank(priority))
+            counts = torch.bincount(inverse, minlength=unique.numel())
+            starts = counts.cumsum(0) - counts
+            return unique, priority[order][starts + (counts - 1) // 2]
+        reduced = torch.zeros(unique.shape, dtype=priority.dtype, device=priority.device)
+        reduced.scatter_reduce_(
+            0, inverse, priority, reduce=_SCATTER_REDUCE[self.reduction], include_self=False
+        )
+        return unique, reduced
+
+    # ----------------------------------------------------------------- sampling
+    def sample(self, storage: Any, batch_size: int) -> tuple[Any, dict[str, Any]]:
+        """Draw ``batch_size`` indices proportionally to their priority.
+
+        Returns:
+            ``(index, {"priority_weight": weights})``.
+
+        Raises:
+            ValueError: if ``batch_size`` is not a positive int.
+            RuntimeError: if the storage is empty or every stored priority is zero.
+        """
+        name = type(self).__name__
+        check_batch_size(batch_size, name)
+        check_not_empty(len(storage), name)
+        with self._lock:
+            flat, weight = self._draw(batch_size)
+        return unravel(flat, storage), {"priority_weight": weight}
+
+    def _draw(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``count`` flat positions drawn by priority, with their importance weights."""
+        total = self._sum_tree.total()
+        if not bool(total > 0):
+            raise RuntimeError(
+                f"{type(self).__name__} cannot sample: expected a positive total priority, "
+                f"found {float(total)}. Update priorities with positive values or use eps > 0."
+            )
+        mass = torch.rand(count, dtype=self.dtype, device=total.device) * total
+        flat = self._sum_tree.find_prefix_sum(mass)
+        return flat, self._weights(flat)
+
+    def _weights(self, flat: torch.Tensor) -> torch.Tensor:
+        values = self._sum_tree[flat]
+        return (values / self._min_tree.total()) ** (-self._beta)
+
+    # ----------------------------------------------------------------- state
+    def _empty(self) -> None:
+        with self._lock:
+            self._build_trees(self._sum_tree.device)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the tree leaves and the running maximum priority."""
+        with self._lock:
+            return {
+                "max_capacity": self._max_capacity,
+                "sum_leaves": self._sum_tree.leaves.clone(),
+                "written": self._written.clone(),
+                "max_priority": self._max_priority.clone(),
+            }
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore the trees from :meth:`state_dict`.
+
+        Raises:
+            ValueError: if the state was saved with another ``max_capacity``.
+        """
+        if int(state_dict["max_capacity"]) != self._max_capacity:
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict expected a state for "
+                f"max_capacity={self._max_capacity}, got max_capacity="
+                f"{state_dict['max_capacity']}. Build the sampler with the saved capacity."
+            )
+        with self._lock:
+            device = self._sum_tree.device
+            self._build_trees(device)
+            leaves = torch.as_tensor(state_dict["sum_leaves"]).to(device=device, dtype=self.dtype)
+            written = torch.as_tensor(state_dict["written"]).to(device=device, dtype=torch.bool)
+            self._written = written.clone()
+            self._sum_tree.load_leaves(leaves)
+            self._min_tree.load_leaves(torch.where(written & (leaves > 0), leaves, torch.inf))
+            if self._max_tree is not None:
+                self._max_tree.load_leaves(torch.where(written, leaves, -torch.inf))
+            self._max_priority = torch.as_tensor(state_dict["max_priority"]).to(
+                device=device, dtype=self.dtype
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(max_capacity={self._max_capacity}, alpha={self._alpha}, "
+            f"beta={self._beta}, eps={self._eps}, reduction={self.reduction!r})"
+        )
+
+
+def _reduce_trailing(priority: torch.Tensor, reduction: str) -> torch.Tensor:
+    """Reduce ``(N, K)`` priorities to ``(N,)``."""
+    if reduction == "median":
+        return priority.median(-1).values
+    if reduction == "mean":
+        return priority.mean(-1)
+    if reduction == "sum":
+        return priority.sum(-1)
+    return priority.amax(-1) if reduction == "max" else priority.amin(-1)
+
+
+def _rank(values: torch.Tensor) -> torch.Tensor:
+    """The rank of each value in ascending order (ties broken by position)."""
+    rank = torch.empty_like(values, dtype=torch.long)
+    rank[torch.argsort(values, stable=True)] = torch.arange(values.numel(), device=values.device)
+    return rank

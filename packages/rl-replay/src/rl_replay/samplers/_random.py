@@ -1,0 +1,47 @@
+"""Uniform sampling with replacement: :class:`RandomSampler`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from rl_replay.samplers.base import Sampler, check_batch_size, check_not_empty, device_of, unravel
+
+__all__ = ["RandomSampler"]
+
+
+class RandomSampler(Sampler):
+    """A uniformly random sampler for composable replay buffers.
+
+    Every valid element (counted over all storage dims) is drawn with probability
+    ``1 / len(storage)``, independently, with replacement. ``info`` is empty.
+
+    Examples:
+        >>> import torch
+        >>> from rl_replay.samplers import RandomSampler
+        >>> class Storage:  # any object with ``__len__`` and ``ndim`` works
+        ...     ndim = 1
+        ...     def __len__(self):
+        ...         return 10
+        >>> _ = torch.manual_seed(0)
+        >>> index, info = RandomSampler().sample(Storage(), 4)
+        >>> index.shape, bool(((index >= 0) & (index < 10)).all()), info
+        (torch.Size([4]), True, {})
+    """
+
+    def sample(self, storage: Any, batch_size: int) -> tuple[Any, dict[str, Any]]:
+        """Draw ``batch_size`` uniform indices from the valid part of ``storage``.
+
+        Raises:
+            ValueError: if ``batch_size`` is not a positive int.
+            RuntimeError: if the storage is empty.
+        """
+        check_batch_size(batch_size, type(self).__name__)
+        numel = len(storage)
+        check_not_empty(numel, type(self).__name__)
+        flat = torch.randint(numel, (batch_size,), device=device_of(storage))
+        return unravel(flat, storage), {}
+
+    def _empty(self) -> None:
+        return None

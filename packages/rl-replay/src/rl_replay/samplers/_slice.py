@@ -1,0 +1,462 @@
+"""Sub-trajectory sampling: :class:`SliceSampler`.
+
+Trajectory boundaries come from a :class:`~rl_replay.samplers._trajectories.TrajectoryIndex`
+updated in :meth:`SliceSampler.extend` with the trajectory ids (or end flags) just
+written, read through the attached storage. :meth:`SliceSampler.sample` then picks
+``num_slices`` segments uniformly, a start uniformly inside each, and gathers the slice
+positions: ``O(batch)`` work plus one ``O(#trajectories)`` table rebuild per write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from tensordict import NestedKey, is_tensor_collection, unravel_key
+
+from rl_replay.samplers._trajectories import Segments, TrajectoryIndex
+from rl_replay.samplers.base import Sampler, check_batch_size, check_not_empty, device_of
+
+__all__ = ["SliceSampler"]
+
+DEFAULT_TRAJ_KEY = "episode"
+DEFAULT_END_KEY = ("next", "done")
+
+
+class SliceSampler(Sampler):
+    """Samples slices of data along the first dimension, given start and stop signals.
+
+    Trajectories are identified either by ids (``traj_key``: consecutive elements with
+    the same id form one trajectory) or by end signals (``end_key``: ``True`` on the last
+    step of each trajectory). The write cursor always ends a trajectory (what comes after
+    it is older data), and a trajectory that runs past the end of the storage continues
+    at its beginning. With an ``ndim=2`` storage ``[T, B]`` each column is one stream of
+    trajectories along dim 0.
+
+    A sample of ``batch_size`` elements holds ``num_slices`` slices of
+    ``batch_size // num_slices`` consecutive steps (or slices of ``slice_len`` steps): a
+    trajectory is picked uniformly, then a start uniformly among the starts that keep the
+    slice inside it. Slices never cross a trajectory end or the write cursor. ``info``
+    marks the last step of every slice: ``terminated`` when it is the recorded end of its
+    trajectory, ``truncated`` otherwise, and ``done = terminated | truncated`` (keys built
+    from ``truncated_key``, shape ``[N, 1]``).
+
+    Args:
+        num_slices (int, optional): number of slices per sample; exclusive with
+            ``slice_len``.
+        slice_len (int, optional): length of each slice; exclusive with ``num_slices``.
+        end_key (NestedKey, optional): the end signal. Defaults to ``("next", "done")``.
+        traj_key (NestedKey, optional): the trajectory ids. Defaults to ``"episode"``
+            when the data has it, else ``end_key`` is used.
+        ends (torch.Tensor, optional): static end signals of the whole storage (shape of
+            the storage), used instead of reading ``end_key``.
+        trajectories (torch.Tensor, optional): static trajectory ids of the whole storage,
+            used instead of reading ``traj_key``.
+        cache_values (bool, optional): accepted for compatibility: boundaries are always
+            cached and kept up to date on write. Defaults to ``False``.
+        truncated_key (NestedKey, optional): where the slice-end signal goes in ``info``;
+            ``None`` returns no signals. Defaults to ``("next", "truncated")``.
+        strict_length (bool, optional): if ``True``, trajectories shorter than the slice
+            length are never sampled; if ``False`` they give shorter slices (the sample
+            then has fewer than ``batch_size`` elements). Defaults to ``True``.
+        compile (bool or dict, optional): compile the fixed-length index builder with
+            :func:`torch.compile` (a dict is passed as its kwargs). Defaults to ``False``.
+        span (bool, int or tuple, optional): let slices hang over the start (left) and/or
+            the end (right) of a trajectory, clipped to it, so that edge steps are drawn as
+            often as middle ones. ``True`` allows up to ``slice_len - 1`` steps over, an int
+            ``i`` up to ``i`` steps; a pair sets left and right apart. Defaults to ``False``.
+        use_gpu (bool or torch.device, optional): keep the boundary tables on this CUDA
+            device (``True``: the current one) when the storage is on CPU.
+            Defaults to ``False``.
+
+    Raises:
+        ValueError: if both or neither of ``num_slices`` and ``slice_len`` are given, or
+            both ``traj_key`` and ``end_key`` (or ``ends`` and ``trajectories``).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_replay.samplers import SliceSampler
+        >>> class Storage:  # the part of the storage contract a SliceSampler reads
+        ...     ndim = 1
+        ...     def __init__(self, data):
+        ...         self.data = data
+        ...         self.shape = data.shape
+        ...     def __len__(self):
+        ...         return self.data.shape[0]
+        ...     def _get_entry(self, key, index=None):
+        ...         return self.data.get(key) if index is None else self.data.get(key)[index]
+        >>> data = TensorDict({"episode": torch.tensor([0] * 5 + [1] * 5)}, [10])
+        >>> storage = Storage(data)
+        >>> sampler = SliceSampler(num_slices=2, traj_key="episode")
+        >>> sampler._attach_storage(storage)
+        >>> sampler.extend(torch.arange(10))
+        >>> _ = torch.manual_seed(0)
+        >>> index, info = sampler.sample(storage, 8)
+        >>> data["episode"][index].view(2, 4).unique(dim=1).shape  # each slice stays in one episode
+        torch.Size([2, 1])
+        >>> info["next", "truncated"].view(2, 4)[:, -1].all() | info["next", "terminated"].view(2, 4)[:, -1].all()
+        tensor(True)
+    """
+
+    def __init__(
+        self,
+        *,
+        num_slices: int | None = None,
+        slice_len: int | None = None,
+        end_key: NestedKey | None = None,
+        traj_key: NestedKey | None = None,
+        ends: torch.Tensor | None = None,
+        trajectories: torch.Tensor | None = None,
+        cache_values: bool = False,
+        truncated_key: NestedKey | None = ("next", "truncated"),
+        strict_length: bool = True,
+        compile: bool | dict[str, Any] = False,
+        span: bool | int | tuple[bool | int, bool | int] = False,
+        use_gpu: torch.device | bool = False,
+    ) -> None:
+        Sampler.__init__(self)
+        name = type(self).__name__
+        if (num_slices is None) == (slice_len is None):
+            raise ValueError(
+                f"{name} expected exactly one of num_slices and slice_len, got "
+                f"num_slices={num_slices!r}, slice_len={slice_len!r}. Pass one of them."
+            )
+        for arg, value in (("num_slices", num_slices), ("slice_len", slice_len)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value <= 0
+            ):
+                raise ValueError(f"{name} expected {arg} to be a positive int, got {value!r}.")
+        if traj_key is not None and end_key is not None:
+            raise ValueError(
+                f"{name} expected at most one of traj_key and end_key, got traj_key={traj_key!r} "
+                f"and end_key={end_key!r}. Pass the one your data carries."
+            )
+        if ends is not None and trajectories is not None:
+            raise ValueError(f"{name} expected at most one of ends and trajectories, got both.")
+        self.num_slices = num_slices
+        self.slice_len = slice_len
+        self.end_key = None if end_key is None else unravel_key(end_key)
+        self.traj_key = None if traj_key is None else unravel_key(traj_key)
+        self.truncated_key = None if truncated_key is None else unravel_key(truncated_key)
+        self.cache_values = cache_values
+        self.strict_length = strict_length
+        self.span = _parse_span(span)
+        self._static = ("end", ends) if ends is not None else ("traj", trajectories)
+        self._use_gpu = use_gpu
+        self._compile = compile
+        self._fixed_slices: Callable[..., torch.Tensor] = _fixed_slices
+        if compile:
+            self._fixed_slices = torch.compile(
+                _fixed_slices, **(compile if isinstance(compile, dict) else {})
+            )
+        self._index: TrajectoryIndex | None = None
+        self._mode: str | None = None
+        self._key: NestedKey | None = None
+        self._eligible: tuple[int, int, torch.Tensor] | None = None
+
+    # ----------------------------------------------------------------- writes
+    def extend(self, index: torch.Tensor) -> None:
+        """Read the trajectory ids / end flags of the written rows and update the boundaries.
+
+        Raises:
+            KeyError: if the data has neither the trajectory nor the end key (the message
+                lists the keys found).
+        """
+        storage = self._storage
+        if storage is None or self._static[1] is not None:
+            return
+        rows = torch.as_tensor(index, dtype=torch.long).reshape(-1)
+        if rows.numel() == 0:
+            return
+        with self._lock:
+            traj_index = self._ensure_index(storage)
+            values = self._read_values(storage, rows, traj_index.cols)
+            traj_index.write(rows, values)
+
+    def _ensure_index(self, storage: Any) -> TrajectoryIndex:
+        if self._index is None:
+            shape = tuple(storage.shape)
+            cols = int(torch.Size(shape[1:]).numel())
+            device = self._table_device(storage)
+            self._mode, self._key = self._resolve_key(storage)
+            self._index = TrajectoryIndex(shape[0], cols, mode=self._mode, device=device)
+        return self._index
+
+    def _table_device(self, storage: Any) -> torch.device:
+        if self._use_gpu and torch.cuda.is_available():
+            return torch.device("cuda") if self._use_gpu is True else torch.device(self._use_gpu)
+        return device_of(storage)
+
+    def _resolve_key(self, storage: Any) -> tuple[str, NestedKey]:
+        if self.traj_key is not None:
+            return "traj", self.traj_key
+        if self.end_key is not None:
+            return "end", self.end_key
+        keys = _storage_keys(storage)
+        if keys is not None and DEFAULT_TRAJ_KEY in keys:
+            return "traj", DEFAULT_TRAJ_KEY
+        return "end", DEFAULT_END_KEY
+
+    def _read_values(self, storage: Any, rows: torch.Tensor, cols: int) -> torch.Tensor:
+        assert self._key is not None and self._mode is not None
+        values = _read_entry(storage, self._key, rows, owner=type(self).__name__)
+        values = values.reshape(rows.numel(), cols, -1)
+        return values.any(-1) if self._mode == "end" else values[..., 0]
+
+    def _static_index(self, storage: Any) -> TrajectoryIndex:
+        """Boundaries from the ``ends`` / ``trajectories`` given at construction."""
+        if self._index is None:
+            mode, values = self._static
+            assert values is not None
+            values = torch.as_tensor(values)
+            rows = values.shape[0]
+            cols = int(values[0].numel()) if values.ndim > 1 else 1
+            self._mode = mode
+            self._index = TrajectoryIndex(rows, cols, mode=mode, device=self._table_device(storage))
+            self._index.write(torch.arange(rows), values.reshape(rows, cols))
+        return self._index
+
+    def _segments(self, storage: Any) -> tuple[TrajectoryIndex, Segments]:
+        if self._static[1] is not None:
+            traj_index = self._static_index(storage)
+        else:
+            traj_index = self._ensure_index(storage)
+            if traj_index.written == 0 and len(storage):  # filled without telling the sampler
+                rows = torch.arange(getattr(storage, "_len_along_dim0", len(storage)))
+                traj_index.write(rows, self._read_values(storage, rows, traj_index.cols))
+        return traj_index, traj_index.segments()
+
+    # ----------------------------------------------------------------- sampling
+    def _slice_shape(self, batch_size: int) -> tuple[int, int]:
+        """``(num_slices, seq_len)`` for a batch of ``batch_size`` elements."""
+        per = self.num_slices if self.num_slices is not None else self.slice_len
+        assert per is not None
+        if batch_size % per:
+            arg = "num_slices" if self.num_slices is not None else "slice_len"
+            raise ValueError(
+                f"{type(self).__name__} expected batch_size to be a multiple of {arg}={per}, "
+                f"got batch_size={batch_size}. Pick a batch size divisible by {per}."
+            )
+        if self.num_slices is not None:
+            return self.num_slices, batch_size // self.num_slices
+        return batch_size // per, per
+
+    def _eligible_segments(
+        self, traj_index: TrajectoryIndex, seg: Segments, seq_len: int
+    ) -> torch.Tensor:
+        """Numbers of the segments a slice of ``seq_len`` may come from (cached per version)."""
+        cached = self._eligible
+        if cached is not None and cached[0] == traj_index.version and cached[1] == seq_len:
+            return cached[2]
+        if self.strict_length:
+            eligible = (seg.length >= seq_len).nonzero().squeeze(-1)
+        else:
+            eligible = torch.arange(seg.length.numel(), device=seg.length.device)
+        if eligible.numel() == 0:
+            longest = int(seg.length.max()) if seg.length.numel() else 0
+            raise RuntimeError(
+                f"{type(self).__name__} found no trajectory of at least {seq_len} steps "
+                f"(strict_length=True); the longest stored one has {longest}. Sample shorter "
+                "slices, store longer trajectories or pass strict_length=False."
+            )
+        self._eligible = (traj_index.version, seq_len, eligible)
+        return eligible
+
+    def sample(self, storage: Any, batch_size: int) -> tuple[Any, dict[str, Any]]:
+        """Draw ``batch_size // seq_len`` slices.
+
+        Raises:
+            ValueError: if ``batch_size`` is not a multiple of ``num_slices`` / ``slice_len``.
+            RuntimeError: if the storage is empty or, with ``strict_length=True``, no
+                trajectory is long enough.
+        """
+        name = type(self).__name__
+        check_batch_size(batch_size, name)
+        check_not_empty(len(storage), name)
+        num_slices, seq_len = self._slice_shape(batch_size)
+        with self._lock:
+            traj_index, seg = self._segments(storage)
+            picked = self._pick_segments(traj_index, seg, num_slices, seq_len)
+            offset = self._draw_offsets(seg.length[picked], seq_len)
+            return self._gather(storage, traj_index, seg, picked, offset, seq_len)
+
+    def _pick_segments(
+        self, traj_index: TrajectoryIndex, seg: Segments, count: int, seq_len: int
+    ) -> torch.Tensor:
+        eligible = self._eligible_segments(traj_index, seg, seq_len)
+        return eligible[torch.randint(eligible.numel(), (count,), device=eligible.device)]
+
+    def _start_range(self, length: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Lowest and highest relative start of a slice in segments of ``length`` steps."""
+        left, right = (min(s, seq_len - 1) for s in self._span_steps(seq_len))
+        low = torch.full_like(length, -left)
+        return low, torch.maximum(length - seq_len + right, low)
+
+    def _span_steps(self, seq_len: int) -> tuple[int, int]:
+        return tuple(seq_len - 1 if s is True else int(s) for s in self.span)  # type: ignore[return-value]
+
+    def _draw_offsets(self, length: torch.Tensor, seq_len: int) -> torch.Tensor:
+        low, high = self._start_range(length, seq_len)
+        draw = torch.rand(length.shape, device=length.device)
+        return low + (draw * (high - low + 1)).long().clamp_max(high - low)
+
+    def _gather(
+        self,
+        storage: Any,
+        traj_index: TrajectoryIndex,
+        seg: Segments,
+        picked: torch.Tensor,
+        offset: torch.Tensor,
+        seq_len: int,
+    ) -> tuple[Any, dict[str, Any]]:
+        length = seg.length[picked]
+        first = offset.clamp_min(0)
+        stop = torch.minimum(offset + seq_len, length)
+        base_row, col = seg.row[picked] + first, seg.col[picked]
+        fixed = self.strict_length and self.span == (False, False)
+        if fixed:
+            rows = self._fixed_slices(base_row, seq_len, traj_index.rows).reshape(-1)
+            cols = col.repeat_interleave(seq_len)
+            slice_end = torch.zeros((picked.numel(), seq_len), dtype=torch.bool, device=rows.device)
+            slice_end[:, -1] = True
+            slice_end = slice_end.reshape(-1)
+            ends_at_stop = stop == length
+        else:
+            sizes = stop - first
+            owner = torch.repeat_interleave(
+                torch.arange(picked.numel(), device=sizes.device), sizes
+            )
+            starts = sizes.cumsum(0) - sizes
+            step = torch.arange(owner.numel(), device=sizes.device) - starts[owner]
+            rows = (base_row[owner] + step) % traj_index.rows
+            cols = col[owner]
+            slice_end = step == sizes[owner] - 1
+            ends_at_stop = stop == length
+            ends_at_stop = ends_at_stop[owner]
+        terminated_slices = ends_at_stop & (
+            seg.terminal[picked] if fixed else seg.terminal[picked][owner]
+        )
+        info = self._end_signals(slice_end, terminated_slices, seq_len if fixed else None)
+        return self._to_storage_index(storage, rows, cols), info
+
+    def _end_signals(
+        self, slice_end: torch.Tensor, terminal: torch.Tensor, seq_len: int | None
+    ) -> dict[str, Any]:
+        if self.truncated_key is None:
+            return {}
+        if seq_len is not None:
+            terminal = terminal.repeat_interleave(seq_len)
+        terminated = slice_end & terminal
+        truncated = slice_end & ~terminal
+        key = self.truncated_key
+        prefix = key[:-1] if isinstance(key, tuple) else ()
+        done_key = unravel_key((*prefix, "done"))
+        terminated_key = unravel_key((*prefix, "terminated"))
+        return {
+            key: truncated.unsqueeze(-1),
+            done_key: (truncated | terminated).unsqueeze(-1),
+            terminated_key: terminated.unsqueeze(-1),
+        }
+
+    def _to_storage_index(self, storage: Any, rows: torch.Tensor, cols: torch.Tensor) -> Any:
+        device = device_of(storage)
+        rows, cols = rows.to(device), cols.to(device)
+        shape = tuple(getattr(storage, "shape", ()))
+        if len(shape) <= 1:
+            return rows
+        return (rows, *torch.unravel_index(cols, shape[1:]))
+
+    # ----------------------------------------------------------------- state
+    def _empty(self) -> None:
+        with self._lock:
+            if self._index is not None and self._static[1] is None:
+                self._index.reset()
+            self._eligible = None
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return the boundary tables (empty until the first write)."""
+        with self._lock:
+            if self._index is None or self._static[1] is not None:
+                return {}
+            return {"index": self._index.state_dict(), "key": _key_to_json(self._key)}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore the boundary tables from :meth:`state_dict`."""
+        with self._lock:
+            if "index" not in state_dict:
+                self._index = None
+                return
+            state = state_dict["index"]
+            device = device_of(self._storage) if self._storage is not None else torch.device("cpu")
+            self._mode, self._key = state["mode"], _key_from_json(state_dict["key"])
+            self._index = TrajectoryIndex(
+                int(state["rows"]), int(state["cols"]), mode=self._mode, device=device
+            )
+            self._index.load_state_dict(state)
+            self._eligible = None
+
+    def __repr__(self) -> str:
+        size = (
+            f"num_slices={self.num_slices}"
+            if self.num_slices is not None
+            else f"slice_len={self.slice_len}"
+        )
+        key = self.traj_key if self.traj_key is not None else self.end_key
+        return f"{type(self).__name__}({size}, key={key!r}, strict_length={self.strict_length})"
+
+
+# --------------------------------------------------------------------- helpers
+def _fixed_slices(base_row: torch.Tensor, seq_len: int, rows: int) -> torch.Tensor:
+    """``[num_slices, seq_len]`` rows of fixed-length slices, wrapping around ``rows``."""
+    steps = torch.arange(seq_len, device=base_row.device)
+    return (base_row.unsqueeze(-1) + steps) % rows
+
+
+def _parse_span(span: Any) -> tuple[bool | int, bool | int]:
+    if isinstance(span, (bool, int)):
+        return (span, span)
+    left, right = span
+    return (left, right)
+
+
+def _key_to_json(key: NestedKey | None) -> Any:
+    return list(key) if isinstance(key, tuple) else key
+
+
+def _key_from_json(key: Any) -> NestedKey | None:
+    return tuple(key) if isinstance(key, list) else key
+
+
+def _storage_keys(storage: Any) -> list[NestedKey] | None:
+    """The leaf keys of a storage's data, or ``None`` when they cannot be listed."""
+    data = getattr(storage, "_storage", None)
+    if not is_tensor_collection(data):
+        try:
+            data = storage[torch.zeros(1, dtype=torch.long)] if len(storage) else None
+        except Exception:  # any storage error means: keys unknown
+            data = None
+        if isinstance(data, (list, tuple)) and data:
+            data = data[0]
+    if is_tensor_collection(data):
+        return list(data.keys(include_nested=True, leaves_only=True))
+    return None
+
+
+def _read_entry(storage: Any, key: NestedKey, rows: torch.Tensor, *, owner: str) -> torch.Tensor:
+    """The stored tensor at ``key`` for the cursor-dim ``rows``."""
+    try:
+        if hasattr(storage, "_get_entry"):
+            return torch.as_tensor(storage._get_entry(key, rows))
+        data = storage[rows]
+        if isinstance(data, (list, tuple)):
+            return torch.stack([torch.as_tensor(item.get(key)) for item in data])
+        return torch.as_tensor(data.get(key))
+    except KeyError:
+        keys = _storage_keys(storage)
+        raise KeyError(
+            f"{owner} expected the entry {key!r} (trajectory ids or end signals) in the stored "
+            f"data, but it is missing. Available keys: {keys}. Pass traj_key= or end_key= "
+            "naming an entry that marks the trajectories."
+        ) from None

@@ -1,0 +1,199 @@
+"""Trajectory boundaries of a ring storage, kept up to date on every write.
+
+Slice samplers need, at sample time, the list of contiguous runs of one trajectory in
+the storage ("segments"). Scanning the storage per sample would cost ``O(capacity)``; this
+module keeps the boundaries incrementally instead: a write of ``n`` cursor-dim rows
+touches ``O(n)`` flags and merges them into a sorted tensor of segment starts, and the
+segment table is rebuilt from those starts (``O(#segments)``) at most once per write.
+
+Coordinates: the storage has ``rows`` positions along its cursor (time) dim and
+``cols`` elements per row (the other storage dims, flattened; ``1`` for ``ndim=1``).
+Time runs along a column, so positions are numbered column-major: ``pos = col * rows +
+row``. Row ``r + 1`` continues row ``r`` (modulo ``rows``: a trajectory may wrap around
+the end of the storage) when it was written right after it (consecutive write stamps,
+so the write cursor always cuts) and holds the same trajectory (same id in ``"traj"``
+mode; no end flag on row ``r`` in ``"end"`` mode).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["Segments", "TrajectoryIndex"]
+
+_NEVER = -(2**62)  # the write stamp of a row that holds no data
+
+
+@dataclass(frozen=True)
+class Segments:
+    """The valid segments of the storage at one version (one entry per segment)."""
+
+    row: torch.Tensor  # first row of the segment
+    col: torch.Tensor  # its column
+    length: torch.Tensor  # number of elements (rows), wrapping around the cursor dim
+    terminal: torch.Tensor  # the last element ends its trajectory (not cut by the cursor)
+
+
+class TrajectoryIndex:
+    """Incrementally maintained segment starts of a ``rows x cols`` ring storage.
+
+    Args:
+        rows (int): size of the cursor (time) dim.
+        cols (int): number of elements per row.
+        mode (str): ``"traj"`` (values are trajectory ids) or ``"end"`` (values are end flags).
+        device (torch.device, optional): where the tables live. Defaults to CPU.
+
+    Examples:
+        >>> import torch
+        >>> index = TrajectoryIndex(6, 1, mode="end")
+        >>> index.write(torch.arange(5), torch.tensor([[0], [0], [1], [0], [0]]))
+        >>> seg = index.segments()
+        >>> seg.row.tolist(), seg.length.tolist(), seg.terminal.tolist()
+        ([0, 3], [3, 2], [True, False])
+    """
+
+    def __init__(
+        self, rows: int, cols: int, *, mode: str, device: torch.device | None = None
+    ) -> None:
+        self.rows = int(rows)
+        self.cols = int(cols)
+        self.mode = mode
+        device = torch.device("cpu") if device is None else device
+        self._stamp = torch.full((self.rows,), _NEVER, dtype=torch.long, device=device)
+        self._values = torch.zeros((self.cols, self.rows), dtype=torch.long, device=device)
+        self._starts = torch.zeros((0,), dtype=torch.long, device=device)
+        self._col_offsets = torch.arange(self.cols, device=device) * self.rows
+        self._counter = 0
+        self.version = 0
+        self._segments: Segments | None = None
+
+    @property
+    def device(self) -> torch.device:
+        """Where the tables live."""
+        return self._stamp.device
+
+    @property
+    def written(self) -> int:
+        """How many rows were ever written."""
+        return self._counter
+
+    def write(self, rows: torch.Tensor, values: torch.Tensor) -> None:
+        """Record that ``rows`` (in write order) now hold ``values`` (shape ``[n, cols]``)."""
+        device = self.device
+        rows = rows.to(device=device, dtype=torch.long).reshape(-1)
+        count = rows.numel()
+        if count == 0:
+            return
+        self._stamp[rows] = torch.arange(self._counter, self._counter + count, device=device)
+        self._counter += count
+        self._values[:, rows] = (
+            values.to(device=device, dtype=torch.long).reshape(count, self.cols).T
+        )
+        touched = torch.unique(torch.cat([rows, (rows + 1) % self.rows]))
+        flags = self._is_break(touched)  # [cols, n_touched]
+        positions = (self._col_offsets.unsqueeze(-1) + touched).reshape(-1)
+        kept = self._starts[~torch.isin(self._starts, positions)]
+        self._starts, _ = torch.sort(torch.cat([kept, positions[flags.reshape(-1)]]))
+        self.version += 1
+        self._segments = None
+
+    def _continues(self, rows: torch.Tensor) -> torch.Tensor:
+        """Whether each of ``rows`` continues the row before it, per column: ``[cols, n]``."""
+        prev = (rows - 1) % self.rows
+        stamp, prev_stamp = self._stamp[rows], self._stamp[prev]
+        in_time = (stamp >= 0) & (prev_stamp >= 0) & (stamp == prev_stamp + 1)
+        if self.mode == "traj":
+            same = self._values[:, rows] == self._values[:, prev]
+        else:
+            same = self._values[:, prev] == 0
+        return in_time & same
+
+    def _is_break(self, rows: torch.Tensor) -> torch.Tensor:
+        """A break starts a segment: a valid row that does not continue, or the first empty row."""
+        valid = (self._stamp[rows] >= 0).expand(self.cols, -1)
+        prev_valid = (self._stamp[(rows - 1) % self.rows] >= 0).expand(self.cols, -1)
+        return (valid & ~self._continues(rows)) | (~valid & prev_valid)
+
+    def segments(self) -> Segments:
+        """The valid segments (cached until the next :meth:`write`)."""
+        if self._segments is None:
+            self._segments = self._build_segments()
+        return self._segments
+
+    def _build_segments(self) -> Segments:
+        starts = self._starts
+        col = torch.div(starts, self.rows, rounding_mode="floor")
+        row = starts - col * self.rows
+        first = torch.searchsorted(col, col)  # index of the first start of each column
+        following = torch.roll(starts, -1)
+        same_col = torch.roll(col, -1) == col
+        same_col[-1:] = False
+        nxt = torch.where(same_col, following, starts[first] + self.rows)
+        valid = self._stamp[row] >= 0
+        row, col, length = row[valid], col[valid], (nxt - starts)[valid]
+        return Segments(row=row, col=col, length=length, terminal=self._terminal(row, col, length))
+
+    def _terminal(self, row: torch.Tensor, col: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
+        """Whether each segment's last element is a recorded trajectory end."""
+        last = (row + length - 1) % self.rows
+        if self.mode == "end":
+            return self._values[col, last] != 0
+        nxt = (last + 1) % self.rows
+        in_time = (self._stamp[nxt] >= 0) & (self._stamp[nxt] == self._stamp[last] + 1)
+        return in_time & (self._values[col, nxt] != self._values[col, last])
+
+    def locate(self, row: torch.Tensor, col: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The segment holding each ``(row, col)`` position and the offset in it.
+
+        Returns ``(segment, offset)``; ``segment`` is ``-1`` for positions in no valid segment.
+        """
+        seg = self.segments()
+        if seg.row.numel() == 0:
+            return torch.full_like(row, -1), torch.zeros_like(row)
+        seg_pos = seg.col * self.rows + seg.row
+        pos = col * self.rows + row
+        k = torch.searchsorted(seg_pos, pos, right=True) - 1
+        # a position before its column's first start belongs to the column's last
+        # segment, which wraps around the end of the cursor dim
+        last_of_col = torch.searchsorted(seg_pos, (col + 1) * self.rows) - 1
+        before = (k < 0) | (seg.col[k.clamp_min(0)] != col)
+        k = torch.where(before, last_of_col, k)
+        found = k >= 0
+        k = k.clamp_min(0)
+        offset = (row - seg.row[k]) % self.rows
+        inside = found & (seg.col[k] == col) & (offset < seg.length[k])
+        return torch.where(inside, k, -1), offset
+
+    def reset(self) -> None:
+        """Forget every write."""
+        self._stamp.fill_(_NEVER)
+        self._values.zero_()
+        self._starts = self._starts[:0]
+        self._counter = 0
+        self.version += 1
+        self._segments = None
+
+    def state_dict(self) -> dict[str, object]:
+        """The tables as tensors plus the write counter."""
+        return {
+            "rows": self.rows,
+            "cols": self.cols,
+            "mode": self.mode,
+            "counter": self._counter,
+            "version": self.version,
+            "stamp": self._stamp.clone(),
+            "values": self._values.clone(),
+            "starts": self._starts.clone(),
+        }
+
+    def load_state_dict(self, state: dict[str, object]) -> None:
+        """Restore :meth:`state_dict` (shapes must match)."""
+        device = self.device
+        self._stamp = torch.as_tensor(state["stamp"]).to(device=device, dtype=torch.long).clone()
+        self._values = torch.as_tensor(state["values"]).to(device=device, dtype=torch.long).clone()
+        self._starts = torch.as_tensor(state["starts"]).to(device=device, dtype=torch.long).clone()
+        self._counter = int(state["counter"])  # type: ignore[arg-type]
+        self.version = int(state["version"])  # type: ignore[arg-type]
+        self._segments = None

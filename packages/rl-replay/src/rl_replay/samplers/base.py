@@ -1,0 +1,275 @@
+"""The :class:`Sampler` base class and the checkpoint format shared by every sampler.
+
+A sampler decides which storage positions a replay buffer reads. The buffer calls
+``sampler._attach_storage(storage)`` once, ``sampler.extend(index)`` after every write
+(``index``: the cursor-dim positions just written) and ``sampler.sample(storage,
+batch_size)`` to draw ``(index, info)``.
+
+Checkpoints (:meth:`Sampler.dumps`) are a directory holding ``sampler_meta.json`` (class
+name and JSON-able state) and, when the state has tensors, a memory-mapped
+:class:`~tensordict.TensorDict` under ``tensors/``. Loading never unpickles anything.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict
+
+__all__ = ["Sampler"]
+
+META_FILE = "sampler_meta.json"
+TENSOR_DIR = "tensors"
+# Marks a tensor leaf inside the JSON metadata; the tensor lives under ``tensors/``.
+_TENSOR_MARK = "__tensor__"
+
+
+class Sampler(abc.ABC):
+    """A generic sampler base class for composable Replay Buffers.
+
+    Subclasses implement :meth:`sample`, :meth:`state_dict`, :meth:`load_state_dict`
+    and :meth:`_empty`; write hooks (:meth:`add`, :meth:`extend`) and priority hooks
+    (:meth:`update_priority`, :meth:`mark_update`) default to no-ops for samplers
+    that keep no per-position state.
+
+    Examples:
+        >>> import torch
+        >>> from rl_replay.samplers import RandomSampler
+        >>> sampler = RandomSampler()
+        >>> sampler.ran_out
+        False
+        >>> sampler.state_dict()
+        {}
+    """
+
+    # ``True`` once a data-consuming sampler has handed out every element of an epoch.
+    ran_out: bool = False
+
+    def __init__(self) -> None:
+        self._storage: Any = None  # Any: any object following the Storage contract
+        self._lock = threading.RLock()
+
+    # ----------------------------------------------------------------- abstract
+    @abc.abstractmethod
+    def sample(self, storage: Any, batch_size: int) -> tuple[Any, dict[str, Any]]:
+        """Draw ``batch_size`` indices from ``storage``.
+
+        Returns:
+            ``(index, info)``: ``index`` is a flat ``LongTensor`` for ``ndim=1``
+            storages and a tuple of ``LongTensor`` (one per storage dim) otherwise;
+            ``info`` maps names (or nested keys) to per-sample tensors.
+        """
+        raise NotImplementedError
+
+    @abc.abstractmethod
+    def _empty(self) -> None:
+        """Forget every per-position state (the storage was emptied)."""
+        raise NotImplementedError
+
+    # ----------------------------------------------------------------- hooks
+    def _attach_storage(self, storage: Any) -> None:  # Any: see __init__
+        """Remember the storage the buffer writes into (called once by the buffer)."""
+        self._storage = storage
+
+    def add(self, index: int) -> None:
+        """Tell the sampler that the cursor-dim position ``index`` was written."""
+        self.extend(torch.as_tensor([index], dtype=torch.long))
+
+    def extend(self, index: torch.Tensor) -> None:
+        """Tell the sampler that the cursor-dim positions ``index`` were written."""
+        return None
+
+    def update_priority(
+        self, index: Any, priority: float | torch.Tensor, *, storage: Any = None
+    ) -> None:  # Any: an index in the storage's own form (tensor or tuple of tensors)
+        """Update priorities at ``index`` (a no-op for non-prioritized samplers)."""
+        return None
+
+    def mark_update(self, index: Any, *, storage: Any = None) -> None:  # Any: see update_priority
+        """Mark ``index`` as updated in place (a no-op for non-prioritized samplers)."""
+        return None
+
+    @property
+    def default_priority(self) -> float:
+        """The priority given to new elements (``1.0`` for non-prioritized samplers)."""
+        return 1.0
+
+    # ----------------------------------------------------------------- state
+    def state_dict(self) -> dict[str, Any]:
+        """Return the sampler state: tensors and JSON-able values, possibly nested."""
+        return {}
+
+    def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+        """Restore the state returned by :meth:`state_dict`."""
+        return None
+
+    def dumps(self, path: str | Path) -> None:
+        """Save the sampler state under the directory ``path``.
+
+        Tensors go to a memory-mapped TensorDict, everything else to JSON.
+        """
+        dump_state(self.state_dict(), Path(path), owner=type(self).__name__)
+
+    def loads(self, path: str | Path) -> None:
+        """Load a state saved by :meth:`dumps` from the directory ``path``.
+
+        Raises:
+            FileNotFoundError: if ``path`` or one of its files is missing.
+            ValueError: if the checkpoint was written by another sampler class or is
+                unreadable.
+        """
+        self.load_state_dict(load_state(Path(path), owner=type(self).__name__))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+# --------------------------------------------------------------------- helpers
+def storage_ndim(storage: Any) -> int:
+    """The number of storage batch dims (``1`` for objects without an ``ndim``)."""
+    return int(getattr(storage, "ndim", 1))
+
+
+def device_of(storage: Any) -> torch.device:
+    """The device a storage keeps its data on (CPU when it does not say)."""
+    device = getattr(storage, "device", None)
+    if device is None or device == "auto":
+        return torch.device("cpu")
+    return torch.device(device)
+
+
+def unravel(flat: torch.Tensor, storage: Any) -> Any:
+    """Flat row-major positions -> the storage's index form (tensor or tuple)."""
+    if storage_ndim(storage) == 1:
+        return flat
+    return torch.unravel_index(flat, tuple(storage.shape))
+
+
+def ravel(index: Any, storage: Any) -> torch.Tensor:
+    """The storage's index form -> flat row-major positions (a ``LongTensor``)."""
+    if isinstance(index, (tuple, list)) and len(index) and isinstance(index[0], torch.Tensor):
+        if len(index) == 1:
+            return index[0].reshape(-1).long()
+        shape = tuple(storage.shape)
+        flat = torch.zeros_like(index[0], dtype=torch.long)
+        for dim, idx in zip(shape, index):
+            flat = flat * dim + idx.long()
+        return flat.reshape(-1)
+    return torch.as_tensor(index, dtype=torch.long).reshape(-1)
+
+
+def check_batch_size(batch_size: Any, owner: str) -> int:
+    """Validate a sample batch size."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+        raise ValueError(
+            f"{owner}.sample expected batch_size to be a positive int, got {batch_size!r}. "
+            "Pass batch_size to the buffer constructor or to sample()."
+        )
+    return batch_size
+
+
+def check_not_empty(numel: int, owner: str) -> None:
+    """Raise when there is nothing to sample from."""
+    if numel == 0:
+        raise RuntimeError(
+            f"{owner} cannot sample from an empty storage: expected at least one stored "
+            "element, found 0. Extend the buffer before sampling."
+        )
+
+
+def dump_state(state: Mapping[str, Any], path: Path, *, owner: str) -> None:
+    """Write ``state`` as JSON metadata plus memory-mapped tensors under ``path``."""
+    path.mkdir(parents=True, exist_ok=True)
+    tensors: dict[str, torch.Tensor] = {}
+    meta = _split(state, tensors, prefix="")
+    if tensors:
+        TensorDict(tensors, batch_size=[]).memmap(path / TENSOR_DIR)
+    with open(path / META_FILE, "w") as file:
+        json.dump({"class": owner, "state": meta}, file)
+
+
+def load_state(path: Path, *, owner: str) -> dict[str, Any]:
+    """Read a state written by :func:`dump_state`; errors name the file at fault."""
+    meta_file = path / META_FILE
+    if not meta_file.is_file():
+        raise FileNotFoundError(
+            f"{owner}.loads expected the sampler metadata file {meta_file}, which does not "
+            "exist. Pass the directory written by dumps()."
+        )
+    try:
+        with open(meta_file) as file:
+            content = json.load(file)
+        found = content["class"]
+        meta = content["state"]
+    except (json.JSONDecodeError, KeyError, TypeError) as err:
+        raise ValueError(
+            f"{owner}.loads could not read {meta_file}: expected JSON with 'class' and "
+            f"'state' entries, got an unreadable file ({err}). The checkpoint is truncated "
+            "or corrupt; dump the sampler again."
+        ) from err
+    if found != owner:
+        raise ValueError(
+            f"{owner}.loads expected a checkpoint written by {owner}, found one written by "
+            f"{found} in {meta_file}. Load it into a {found} instead."
+        )
+    tensors: Any = {}
+    if _has_tensor(meta):
+        tensor_dir = path / TENSOR_DIR
+        if not tensor_dir.is_dir():
+            raise FileNotFoundError(
+                f"{owner}.loads expected memory-mapped tensors in {tensor_dir}, which does "
+                "not exist. The checkpoint is incomplete; dump the sampler again."
+            )
+        try:
+            tensors = TensorDict.load_memmap(tensor_dir)
+        except Exception as err:  # tensordict raises various errors on truncated files
+            raise ValueError(
+                f"{owner}.loads could not read the memory-mapped tensors in {tensor_dir}: "
+                f"{err}. The checkpoint is truncated or corrupt; dump the sampler again."
+            ) from err
+    return _join(meta, tensors, tensor_dir=path / TENSOR_DIR, owner=owner)
+
+
+def _split(state: Any, tensors: dict[str, torch.Tensor], prefix: str) -> Any:
+    if isinstance(state, torch.Tensor):
+        name = prefix or "root"
+        tensors[name] = state.detach().cpu().clone()
+        return {_TENSOR_MARK: name}
+    if isinstance(state, Mapping):
+        return {
+            str(k): _split(v, tensors, f"{prefix}__{k}" if prefix else str(k))
+            for k, v in state.items()
+        }
+    if isinstance(state, (list, tuple)):
+        return [_split(v, tensors, f"{prefix}__{i}") for i, v in enumerate(state)]
+    return state
+
+
+def _has_tensor(meta: Any) -> bool:
+    if isinstance(meta, dict):
+        return _TENSOR_MARK in meta or any(_has_tensor(v) for v in meta.values())
+    if isinstance(meta, list):
+        return any(_has_tensor(v) for v in meta)
+    return False
+
+
+def _join(meta: Any, tensors: Any, *, tensor_dir: Path, owner: str) -> Any:
+    if isinstance(meta, dict):
+        if _TENSOR_MARK in meta:
+            name = meta[_TENSOR_MARK]
+            if name not in tensors.keys():
+                raise ValueError(
+                    f"{owner}.loads expected the tensor {name!r} in {tensor_dir}, found only "
+                    f"{sorted(tensors.keys())}. The checkpoint is incomplete; dump it again."
+                )
+            return tensors[name].clone()
+        return {k: _join(v, tensors, tensor_dir=tensor_dir, owner=owner) for k, v in meta.items()}
+    if isinstance(meta, list):
+        return [_join(v, tensors, tensor_dir=tensor_dir, owner=owner) for v in meta]
+    return meta
