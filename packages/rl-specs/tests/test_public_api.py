@@ -8,7 +8,16 @@ from importlib import metadata
 
 import rl_specs
 
-OPTIONAL_BACKENDS = ("gymnasium", "gym", "envpool", "h5py", "chess", "dm_control", "pettingzoo", "vmas")
+OPTIONAL_BACKENDS = (
+    "gymnasium",
+    "gym",
+    "envpool",
+    "h5py",
+    "chess",
+    "dm_control",
+    "pettingzoo",
+    "vmas",
+)
 
 
 def test_version_matches_distribution_metadata():
@@ -21,9 +30,6 @@ def test_all_names_resolve():
 
 
 def test_import_loads_no_optional_backend():
-    code = (
-        "import sys, rl_specs; "
-        f"print([m for m in {OPTIONAL_BACKENDS!r} if m in sys.modules])"
-    )
+    code = f"import sys, rl_specs; print([m for m in {OPTIONAL_BACKENDS!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -1,0 +1,114 @@
+"""The :class:`Binary` spec: ``n`` independent 0/1 values along the last dim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ._base import DeviceLike, ShapeLike, TensorSpec, _as_device, _as_dtype, _as_shape
+from ._categorical import Categorical
+from ._spaces import BinaryBox
+
+
+class Binary(Categorical):
+    """A binary discrete tensor spec: every element is 0 or 1; the last dim has size ``n``.
+
+    Args:
+        n (int, optional): the size of the last dim. Defaults to ``shape[-1]``.
+        shape (torch.Size, optional): the shape. Defaults to ``(n,)``.
+        device (torch.device, optional): the device. Defaults to ``None`` (cpu).
+        dtype (torch.dtype, optional): the dtype. Defaults to ``torch.int8``.
+
+    Raises:
+        TypeError: if neither ``n`` nor ``shape`` is given.
+        ValueError: if ``shape[-1] != n``.
+
+    Examples:
+        >>> import torch
+        >>> spec = Binary(1, shape=(1,), dtype=torch.bool)
+        >>> spec.n, spec.zero(), spec.is_in(torch.tensor([True]))
+        (1, tensor([False]), True)
+        >>> Binary(n=4).rand().dtype, Binary(n=4).cardinality()
+        (torch.int8, 16)
+    """
+
+    _event_ndim = 1
+
+    def __init__(
+        self,
+        n: int | None = None,
+        shape: ShapeLike | None = None,
+        device: DeviceLike = None,
+        dtype: torch.dtype | str = torch.int8,
+    ) -> None:
+        owner = type(self).__name__
+        if shape is None:
+            if n is None:
+                raise TypeError(
+                    "Binary expected n or shape, got neither. Pass e.g. Binary(n=3) or "
+                    "Binary(shape=(2, 3))."
+                )
+            shape = torch.Size((n,))
+        shape = _as_shape(shape, owner=owner)
+        if not shape:
+            raise ValueError(
+                "Binary expected a shape with at least one dim (its last dim is n), got (). "
+                "Pass shape=(1,) for a single flag."
+            )
+        if n is None:
+            n = shape[-1]
+        if shape[-1] != n:
+            raise ValueError(
+                f"Binary expected shape[-1] == n, got n={n} and shape={tuple(shape)}. "
+                f"Pass shape=(*batch, {n})."
+            )
+        TensorSpec.__init__(
+            self,
+            shape,
+            BinaryBox(n),
+            _as_device(device),
+            _as_dtype(dtype, torch.int8, owner=owner),
+            "discrete",
+        )
+        self._num_values = 2
+        self.mask = None
+
+    def cardinality(self) -> int:
+        return 2**self.space.n
+
+    def update_mask(self, mask: torch.Tensor | None) -> None:
+        """Binary specs take no mask.
+
+        Raises:
+            TypeError: always unless ``mask`` is ``None``.
+        """
+        if mask is not None:
+            raise TypeError(
+                "Binary specs take no mask; got one. Use a Categorical or OneHot spec to "
+                "restrict the allowed values."
+            )
+
+    def _rebuild(
+        self, shape: torch.Size, attrs: dict[str, torch.Tensor], **overrides: Any
+    ) -> TensorSpec:
+        return type(self)(
+            shape=shape,
+            device=overrides.get("device", self.device),
+            dtype=overrides.get("dtype", self.dtype),
+        )
+
+    def is_in(self, val: torch.Tensor) -> bool:
+        if not self._basic_match(val):
+            return False
+        return self.dtype is torch.bool or bool(((val == 0) | (val == 1)).all())
+
+    def _project(self, val: torch.Tensor) -> torch.Tensor:
+        return (val > 0.5).to(self.dtype) if val.is_floating_point() else (val != 0).to(self.dtype)
+
+    def enumerate(self, use_mask: bool = False) -> torch.Tensor:
+        """All the ``2 ** n`` values of the last dim, stacked along a new first dim."""
+        n = self.space.n
+        bits = (torch.arange(2**n).unsqueeze(-1) >> torch.arange(n - 1, -1, -1)) & 1
+        bits = bits.to(self.device, self.dtype)
+        return bits.reshape(-1, *(1,) * (self.ndim - 1), n).expand(-1, *self.shape)

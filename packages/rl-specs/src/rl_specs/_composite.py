@@ -1,0 +1,630 @@
+"""The :class:`Composite` spec: a tree of specs keyed by strings, with a shared batch shape."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+from tensordict import NestedKey, TensorDict, TensorDictBase, unravel_key
+
+from ._base import (
+    DeviceLike,
+    ShapeLike,
+    TensorSpec,
+    _as_device,
+    _as_shape,
+    _expand_target,
+    _normalize_index,
+    _pos_dim,
+    _shape_after,
+)
+from ._keys import _CompositeKeysView, _split_key
+
+_EMPTY = torch.Size([])
+
+
+def _leading_match(child: torch.Size, batch: torch.Size) -> bool:
+    if len(child) < len(batch):
+        return False
+    return all(b == -1 or c == -1 or b == c for b, c in zip(batch, child, strict=False))
+
+
+class Composite(TensorSpec):
+    """A composition of TensorSpecs, keyed by strings, sharing the batch dims ``shape``.
+
+    Entries can be leaf specs, nested ``Composite`` s (plain dicts are turned into ones)
+    or ``None``. Nested entries are reached with tuple keys (``spec["a", "b"]``); setting
+    a nested key creates the missing intermediate composites with this batch shape.
+    :meth:`rand`, :meth:`zero`, :meth:`one`, :meth:`is_in`, :meth:`project` and
+    :meth:`encode` work over the whole tree and return TensorDicts of batch size ``shape``.
+
+    Args:
+        *args (dict, optional): one mapping of key to spec.
+        shape (torch.Size, optional): the batch dims, a prefix of every entry's shape.
+            Defaults to ``torch.Size([])``.
+        device (torch.device, optional): the device of every entry. Defaults to ``None``
+            (entries may live anywhere).
+        data_cls (type, optional): a tensorclass built from generated data with
+            ``data_cls.from_tensordict``. Defaults to ``None`` (a ``TensorDict``).
+        step_mdp_static (bool, optional): whether ``step_mdp`` should leave the entries
+            untouched. Defaults to ``False``.
+        **kwargs (TensorSpec): more key-spec pairs.
+
+    Raises:
+        TypeError: if a key is not a string or an entry is not a spec.
+        ValueError: if an entry's shape does not start with ``shape`` or its device
+            differs from ``device``.
+        RuntimeError: if a locked composite is modified.
+
+    Examples:
+        >>> import torch
+        >>> from rl_specs import Bounded, Categorical, Unbounded
+        >>> spec = Composite(
+        ...     observation=Unbounded(shape=(8, 3)),
+        ...     action=Bounded(low=-1, high=1, shape=(8, 2)),
+        ...     shape=(8,),
+        ... )
+        >>> spec[("next", "reward")] = Unbounded(shape=(8, 1))
+        >>> spec["next"].shape
+        torch.Size([8])
+        >>> sorted(spec.keys(include_nested=True, leaves_only=True), key=str)
+        [('next', 'reward'), 'action', 'observation']
+        >>> data = spec.rand()
+        >>> data.batch_size, data["next", "reward"].shape
+        (torch.Size([8]), torch.Size([8, 1]))
+        >>> spec.is_in(data)
+        True
+        >>> spec.lock_().is_locked
+        True
+        >>> spec["done"] = Categorical(2, shape=(8, 1), dtype=torch.bool)
+        Traceback (most recent call last):
+        ...
+        RuntimeError: Cannot set key 'done': the Composite is locked. ...
+    """
+
+    _event_ndim = 0
+
+    def __init__(
+        self,
+        *args: Mapping[str, Any],
+        shape: ShapeLike | None = None,
+        device: DeviceLike = None,
+        data_cls: type | None = None,
+        step_mdp_static: bool = False,
+        **kwargs: TensorSpec | None,
+    ) -> None:
+        if len(args) > 1:
+            raise TypeError(
+                f"Composite takes at most one positional mapping of specs, got {len(args)} "
+                "positional arguments. Merge them into one dict or pass key=spec pairs."
+            )
+        self._specs: dict[str, TensorSpec | None] = {}
+        self._locked = False
+        self._shape = _as_shape(shape, owner="Composite")
+        self._device = _as_device(device)
+        self.data_cls = data_cls
+        self.step_mdp_static = step_mdp_static
+        self.space = None
+        self.dtype = None
+        self.domain = "composite"
+        entries = dict(args[0]) if args else {}
+        entries.update(kwargs)
+        for key, value in entries.items():
+            self[key] = value
+
+    # ------------------------------------------------------------------ attributes
+    @property
+    def shape(self) -> torch.Size:
+        """The batch dims shared by every entry."""
+        return self._shape
+
+    @shape.setter
+    def shape(self, value: ShapeLike) -> None:
+        new = _as_shape(value, owner="Composite")
+        self._check_unlocked("shape")
+        for key, spec in self._specs.items():
+            if spec is not None and not _leading_match(spec.shape, new):
+                raise ValueError(
+                    f"Composite cannot take batch shape {tuple(new)}: entry {key!r} has shape "
+                    f"{tuple(spec.shape)}, which does not start with it. Reshape the entry first."
+                )
+        self._shape = new
+
+    @property
+    def device(self) -> torch.device | None:
+        """The device of every entry (``None`` when unconstrained)."""
+        return self._device
+
+    @device.setter
+    def device(self, value: DeviceLike) -> None:
+        device = _as_device(value)
+        if device is not None:
+            for key, spec in self._specs.items():
+                if spec is not None:
+                    self._specs[key] = spec.to(device)
+        self._device = device
+
+    @property
+    def is_locked(self) -> bool:
+        """Whether the composite refuses modifications (see :meth:`lock_`)."""
+        return self._locked
+
+    def lock_(self, recurse: bool | None = None) -> Composite:
+        """Lock the composite (and, by default, its nested composites) against changes.
+
+        Args:
+            recurse (bool, optional): lock the nested composites too. Defaults to ``True``.
+        """
+        self._locked = True
+        if recurse is None or recurse:
+            for spec in self._specs.values():
+                if isinstance(spec, Composite):
+                    spec.lock_(recurse=True)
+        return self
+
+    def unlock_(self, recurse: bool | None = None) -> Composite:
+        """Unlock the composite (and, by default, its nested composites).
+
+        Args:
+            recurse (bool, optional): unlock the nested composites too. Defaults to ``True``.
+        """
+        self._locked = False
+        if recurse is None or recurse:
+            for spec in self._specs.values():
+                if isinstance(spec, Composite):
+                    spec.unlock_(recurse=True)
+        return self
+
+    def _check_unlocked(self, what: str) -> None:
+        if self._locked:
+            raise RuntimeError(
+                f"Cannot set {what}: the Composite is locked. Call spec.unlock_() first "
+                "(and spec.lock_() afterwards), or modify a spec.clone()."
+            )
+
+    # ------------------------------------------------------------------ dict API
+    def _walk(self, key: tuple[str, ...], *, create: bool = False) -> Composite:
+        """The composite that holds the last element of ``key`` (creating parents if asked)."""
+        node: Composite = self
+        for depth, part in enumerate(key[:-1]):
+            child = node._specs.get(part)
+            if child is None:
+                if not create:
+                    raise KeyError(self._missing(key[: depth + 1]))
+                node._check_unlocked(f"key {key!r}")
+                child = Composite(shape=node.shape, device=node.device)
+                node._specs[part] = child
+            if not isinstance(child, Composite):
+                raise KeyError(
+                    f"Key {key!r} goes through {key[: depth + 1]!r}, which is a leaf "
+                    f"{type(child).__name__}, not a Composite. Use a key that stops there."
+                )
+            node = child
+        return node
+
+    def _missing(self, key: NestedKey) -> str:
+        available = sorted(map(str, self.keys(include_nested=True)))
+        return f"No spec at key {key!r}. Available keys: {available}."
+
+    def __getitem__(self, key: Any) -> Any:  # Any: a NestedKey or a tensor index
+        if isinstance(key, str):
+            try:
+                return self._specs[key]
+            except KeyError:
+                raise KeyError(self._missing(key)) from None
+        if isinstance(key, tuple) and key and all(isinstance(k, (str, tuple)) for k in key):
+            parts = _split_key(key)
+            node = self._walk(parts)
+            if parts[-1] not in node._specs:
+                raise KeyError(self._missing(key))
+            return node._specs[parts[-1]]
+        return self._index(key)
+
+    def get(self, key: NestedKey, default: Any = None) -> Any:  # Any: any default
+        """Return the entry at ``key``, or ``default`` when there is none."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __setitem__(self, key: NestedKey, value: TensorSpec | Mapping | None) -> None:
+        parts = _split_key(key)
+        node = self._walk(parts, create=True)
+        node._set_direct(parts[-1], value)
+
+    def _set_direct(self, key: str, value: Any) -> None:  # Any: validated here
+        self._check_unlocked(f"key {key!r}")
+        if isinstance(value, Mapping) and not isinstance(value, TensorSpec):
+            value = Composite(value, shape=self._shape, device=self._device)
+        if value is not None:
+            if not isinstance(value, TensorSpec):
+                raise TypeError(
+                    f"Composite expected a TensorSpec, a dict of specs or None at key {key!r}, "
+                    f"got {type(value).__name__}. Wrap the value in a spec, e.g. Unbounded(...)."
+                )
+            if not _leading_match(value.shape, self._shape):
+                raise ValueError(
+                    f"Composite of batch shape {tuple(self._shape)} expected the spec at key "
+                    f"{key!r} to have a shape starting with it, got {tuple(value.shape)}. "
+                    f"Use shape=({', '.join(map(str, self._shape))}, ...) for the entry."
+                )
+            if self._device is not None and value.device != self._device:
+                if value.device is not None and not isinstance(value, Composite):
+                    raise ValueError(
+                        f"Composite on device {self._device} got a spec on device "
+                        f"{value.device} at key {key!r}. Move it with spec.to({str(self._device)!r})."
+                    )
+                value = value.to(self._device)
+        self._specs[key] = value
+
+    def set(self, name: NestedKey, spec: TensorSpec | None) -> Composite:
+        """Set ``spec`` at ``name`` (nested keys create intermediate composites); returns self."""
+        self[name] = spec
+        return self
+
+    def __delitem__(self, key: NestedKey) -> None:
+        parts = _split_key(key)
+        node = self._walk(parts)
+        node._check_unlocked(f"key {key!r}")
+        if parts[-1] not in node._specs:
+            raise KeyError(self._missing(key))
+        del node._specs[parts[-1]]
+
+    def pop(self, key: NestedKey, default: Any = ...) -> Any:  # Any: any default
+        """Remove and return the entry at ``key`` (``default`` if given and it is missing)."""
+        if key not in self:
+            if default is ...:
+                raise KeyError(self._missing(key))
+            return default
+        out = self[key]
+        del self[key]
+        return out
+
+    def __contains__(self, key: object) -> bool:
+        if isinstance(key, str):
+            return key in self._specs
+        if not isinstance(key, tuple) or not key:
+            return False
+        try:
+            parts = _split_key(key)
+            return parts[-1] in self._walk(parts)._specs
+        except (KeyError, TypeError):
+            return False
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def _iter_items(
+        self,
+        include_nested: bool,
+        leaves_only: bool,
+        is_leaf: Callable[[type], bool] | None,
+        prefix: tuple[str, ...] = (),
+    ) -> Iterator[tuple[NestedKey, TensorSpec | None]]:
+        for key, spec in self._specs.items():
+            full = (*prefix, key)
+            leaf = not isinstance(spec, Composite) if is_leaf is None else is_leaf(type(spec))
+            if leaf or not leaves_only:
+                yield (full if prefix else key), spec
+            if include_nested and isinstance(spec, Composite) and not leaf:
+                yield from spec._iter_items(include_nested, leaves_only, is_leaf, full)
+
+    def keys(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        *,
+        is_leaf: Callable[[type], bool] | None = None,
+    ) -> _CompositeKeysView:
+        """The keys, as a view (tuple keys for nested entries when ``include_nested``).
+
+        Args:
+            include_nested (bool, optional): walk into nested composites. Defaults to ``False``.
+            leaves_only (bool, optional): skip the composites themselves. Defaults to ``False``.
+
+        Keyword Args:
+            is_leaf (callable, optional): takes an entry's type and says whether it is a leaf.
+                Defaults to ``None`` (every non-composite is a leaf).
+        """
+        return _CompositeKeysView(self, include_nested, leaves_only, is_leaf)
+
+    def items(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        *,
+        is_leaf: Callable[[type], bool] | None = None,
+    ) -> Iterator[tuple[NestedKey, TensorSpec | None]]:
+        """Key-spec pairs, with the same options as :meth:`keys`."""
+        return self._iter_items(include_nested, leaves_only, is_leaf)
+
+    def values(
+        self,
+        include_nested: bool = False,
+        leaves_only: bool = False,
+        *,
+        is_leaf: Callable[[type], bool] | None = None,
+    ) -> Iterator[TensorSpec | None]:
+        """The entries, with the same options as :meth:`keys`."""
+        return (spec for _, spec in self._iter_items(include_nested, leaves_only, is_leaf))
+
+    def update(self, dict_or_spec: Composite | Mapping[NestedKey, Any]) -> Composite:
+        """Merge entries into this composite (nested composites are merged, not replaced)."""
+        for key, value in dict_or_spec.items():
+            current = self.get(key)
+            if isinstance(current, Composite) and isinstance(value, Composite):
+                current.update(value)
+            else:
+                self[key] = value
+        return self
+
+    def empty(self) -> Composite:
+        """A composite with the same batch shape, device and options but no entries."""
+        return Composite(
+            shape=self._shape,
+            device=self._device,
+            data_cls=self.data_cls,
+            step_mdp_static=self.step_mdp_static,
+        )
+
+    def select(self, *keys: NestedKey, strict: bool = True) -> Composite:
+        """A composite holding only ``keys`` (entries are shared, not copied).
+
+        Raises:
+            KeyError: if ``strict`` and some key is missing.
+        """
+        out = self.empty()
+        for key in keys:
+            if key in self:
+                out[key] = self[key]
+            elif strict:
+                raise KeyError(self._missing(key))
+        return out
+
+    def exclude(self, *keys: NestedKey) -> Composite:
+        """A composite without ``keys`` (entries are shared, not copied)."""
+        out = self.empty()
+        drop = {unravel_key(k) for k in keys}
+        for key, spec in self._specs.items():
+            if key in drop:
+                continue
+            nested = [k[1:] for k in drop if isinstance(k, tuple) and k[0] == key]
+            if nested and isinstance(spec, Composite):
+                spec = spec.exclude(*nested)
+            out._specs[key] = spec
+        return out
+
+    def is_empty(self, recurse: bool = False) -> bool:
+        """Whether there is no entry (``recurse``: no leaf in any nested composite)."""
+        if not recurse:
+            return not self._specs
+        return all(
+            isinstance(spec, Composite) and spec.is_empty(recurse=True)
+            for spec in self._specs.values()
+        )
+
+    # ------------------------------------------------------------------ data
+    def _build(self, shape: torch.Size, method: str) -> TensorDictBase:
+        source = {}
+        for key, spec in self._specs.items():
+            if spec is None:
+                continue
+            if type(spec) is Composite:
+                source[key] = spec._build(shape, method)
+            else:
+                source[key] = getattr(spec, method)(shape)
+        out = TensorDict._new_unsafe(source, batch_size=shape + self._shape, device=self._device)
+        return out if self.data_cls is None else self.data_cls.from_tensordict(out)
+
+    def _generate(self, shape: ShapeLike | None, method: str) -> TensorDictBase:
+        shape = _EMPTY if shape is None else _as_shape(shape, owner=f"Composite.{method}")
+        if -1 in self._shape:
+            self._check_concrete(self._shape, method)
+        return self._build(shape, method)
+
+    def rand(self, shape: ShapeLike | None = None) -> TensorDictBase:
+        """Random data for every entry, as a TensorDict of batch size ``(*shape, *self.shape)``."""
+        return self._generate(shape, "rand")
+
+    def zero(self, shape: ShapeLike | None = None) -> TensorDictBase:
+        """Zeros for every entry, as a TensorDict of batch size ``(*shape, *self.shape)``."""
+        return self._generate(shape, "zero")
+
+    def one(self, shape: ShapeLike | None = None) -> TensorDictBase:
+        """Ones for every entry, as a TensorDict of batch size ``(*shape, *self.shape)``."""
+        return self._generate(shape, "one")
+
+    def is_in(self, val: TensorDictBase | Mapping) -> bool:
+        """Whether every entry of the spec is present in ``val`` and belongs to its spec."""
+        for key, spec in self._specs.items():
+            if spec is None:
+                continue
+            item = val.get(key, None)
+            if item is None or not spec.is_in(item):
+                return False
+        return True
+
+    def assert_is_in(self, value: TensorDictBase | Mapping) -> None:
+        """Raise an error naming the first key whose value does not belong to its spec.
+
+        Raises:
+            KeyError: if an entry of the spec is missing from ``value``.
+            TypeError, ValueError: as the entry's spec raises them.
+        """
+        for key, spec in self._specs.items():
+            if spec is None:
+                continue
+            item = value.get(key, None)
+            if item is None:
+                raise KeyError(
+                    f"Composite expected key {key!r} in the value, which has keys "
+                    f"{sorted(map(str, value.keys()))}. Add the entry."
+                )
+            try:
+                spec.assert_is_in(item)
+            except (TypeError, ValueError) as err:
+                raise type(err)(f"At key {key!r}: {err}") from err
+
+    def type_check(self, value: TensorDictBase | torch.Tensor, selected_keys: Any = None) -> None:
+        """Check the dtypes of the entries of ``value`` (all, or ``selected_keys``)."""
+        keys = self._specs if selected_keys is None else [selected_keys]
+        for key in keys:
+            spec = self._specs.get(key) if isinstance(key, str) else self[key]
+            if spec is not None and key in value.keys():
+                spec.type_check(value[key], key)
+
+    def project(self, val: TensorDictBase) -> TensorDictBase:
+        """Project, in place, every entry of ``val`` that is outside its spec; returns ``val``."""
+        for key, spec in self._specs.items():
+            if spec is None:
+                continue
+            item = val.get(key, None)
+            if item is not None and not spec.is_in(item):
+                val.set(key, spec.project(item))
+        return val
+
+    def encode(self, vals: Mapping[str, Any], *, ignore_device: bool = False) -> TensorDictBase:
+        """Build a TensorDict from a (nested) mapping of numpy arrays or python values.
+
+        Raises:
+            KeyError: if ``vals`` has a key the spec does not know.
+
+        Examples:
+            >>> import numpy as np
+            >>> from rl_specs import Unbounded
+            >>> spec = Composite(obs=Unbounded(shape=(3,)))
+            >>> spec.encode({"obs": np.zeros(3)})["obs"]
+            tensor([0., 0., 0.])
+        """
+        source = {}
+        for key, val in vals.items():
+            spec = self._specs.get(key, ...)
+            if spec is ...:
+                raise KeyError(
+                    f"Composite.encode got key {key!r}, unknown to the spec. Known keys: "
+                    f"{sorted(self._specs)}. Add a spec for it or drop the entry."
+                )
+            if spec is not None:
+                source[key] = spec.encode(val, ignore_device=ignore_device)
+        return TensorDict(source, batch_size=self._shape, device=self._device)
+
+    def to_numpy(self, val: TensorDictBase, safe: bool | None = None) -> dict[str, Any]:
+        """A (nested) dict of numpy arrays built from ``val``."""
+        return {
+            key: spec.to_numpy(val.get(key), safe=safe)
+            for key, spec in self._specs.items()
+            if spec is not None and key in val.keys()
+        }
+
+    # ------------------------------------------------------------------ shape ops, copies
+    def _map(
+        self, fn: Callable[[TensorSpec], TensorSpec], shape: torch.Size, **overrides: Any
+    ) -> Composite:
+        out = Composite(
+            shape=shape,
+            device=overrides.get("device", self._device),
+            data_cls=self.data_cls,
+            step_mdp_static=self.step_mdp_static,
+        )
+        out._specs = {k: None if v is None else fn(v) for k, v in self._specs.items()}
+        return out
+
+    def _index(self, index: Any) -> Composite:  # Any: any tensor index
+        idx = _normalize_index(index, self.ndim, owner="Composite")
+        return self._map(lambda s: s[idx], _shape_after(self._shape, lambda t: t[idx]))
+
+    def expand(self, *shape: int | ShapeLike) -> Composite:
+        """Expand the batch dims to ``shape`` (which must end with the current batch dims).
+
+        Raises:
+            ValueError: if ``shape`` does not end with the batch shape.
+        """
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = tuple(shape[0])
+        new = _expand_target(self._shape, shape, owner="Composite")
+        return self._map(lambda s: s.expand(*new, *s.shape[self.ndim :]), new)
+
+    def squeeze(self, dim: int | None = None) -> Composite:
+        """Remove the size-1 batch dim ``dim`` (all of them when ``dim`` is ``None``)."""
+        if dim is None:
+            dims = [i for i, d in enumerate(self._shape) if d == 1]
+        else:
+            dims = [_pos_dim(dim, self.ndim, owner="Composite.squeeze")]
+            dims = [d for d in dims if self._shape[d] == 1]
+        out = self
+        for d in sorted(dims, reverse=True):
+            out = out._map(lambda s, d=d: s.squeeze(d), out._shape[:d] + out._shape[d + 1 :])
+        return out if dims else self.clone()
+
+    def unsqueeze(self, dim: int) -> Composite:
+        """Insert a size-1 batch dim at ``dim``."""
+        pos = _pos_dim(dim, self.ndim + 1, owner="Composite.unsqueeze")
+        shape = self._shape[:pos] + torch.Size([1]) + self._shape[pos:]
+        return self._map(lambda s: s.unsqueeze(pos), shape)
+
+    def reshape(self, *shape: int | ShapeLike) -> Composite:
+        """Reshape the batch dims (entries keep their trailing dims)."""
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = tuple(shape[0])
+        new = _shape_after(self._shape, lambda t: t.reshape(shape))
+        return self._map(lambda s: s.reshape(*new, *s.shape[self.ndim :]), new)
+
+    view = reshape
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Composite:
+        """Flatten the batch dims ``start_dim`` to ``end_dim``."""
+        new = _shape_after(self._shape, lambda t: t.flatten(start_dim, end_dim))
+        return self.reshape(new)
+
+    def unbind(self, dim: int = 0) -> tuple[Composite, ...]:
+        """Split along batch dim ``dim`` into a tuple of composites.
+
+        Raises:
+            ValueError: if the dim is dynamic (``-1``).
+        """
+        pos = _pos_dim(dim, self.ndim, owner="Composite.unbind")
+        if self._shape[pos] == -1:
+            raise ValueError(
+                f"Composite.unbind cannot split dynamic dim {dim} (size -1). "
+                "Make it concrete with spec.expand first."
+            )
+        lead = (slice(None),) * pos
+        return tuple(self[(*lead, i)] for i in range(self._shape[pos]))
+
+    def to(self, dest: DeviceLike | torch.dtype) -> Composite:
+        """Move every entry to a device (or cast every leaf to a dtype)."""
+        if isinstance(dest, torch.dtype):
+            return self._map(lambda s: s.to(dest), self._shape)
+        device = _as_device(dest)
+        if device == self._device:
+            return self
+        return self._map(lambda s: s.to(device), self._shape, device=device)
+
+    def clone(self) -> Composite:
+        """A deep copy (unlocked)."""
+        return self._map(lambda s: s.clone(), self._shape)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return False
+        return (
+            self._shape == other._shape
+            and self._device == other._device
+            and self._specs.keys() == other._specs.keys()
+            and all(spec == other._specs[key] for key, spec in self._specs.items())
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        lines = [f"{type(self).__name__}("]
+        for key, spec in self._specs.items():
+            body = repr(spec).replace("\n", "\n    ")
+            lines.append(f"    {key}: {body},")
+        lines.append(f"    device={self._device},")
+        lines.append(f"    shape={self._shape})")
+        return "\n".join(lines)
