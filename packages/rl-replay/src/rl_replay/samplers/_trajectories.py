@@ -86,11 +86,17 @@ class TrajectoryIndex:
         count = rows.numel()
         if count == 0:
             return
-        self._stamp[rows] = torch.arange(self._counter, self._counter + count, device=device)
+        values = values.to(device=device, dtype=torch.long).reshape(count, self.cols)
+        order = torch.arange(count, device=device)
+        unique, inverse = torch.unique(rows, return_inverse=True)
+        if unique.numel() < count:  # a write longer than the storage: the last one wins
+            last = torch.zeros_like(unique)
+            last.scatter_reduce_(0, inverse, order, "amax", include_self=False)
+            order, _ = torch.sort(last)
+            rows, values = rows[order], values[order]
+        self._stamp[rows] = order + self._counter
         self._counter += count
-        self._values[:, rows] = (
-            values.to(device=device, dtype=torch.long).reshape(count, self.cols).T
-        )
+        self._values[:, rows] = values.T
         touched = torch.unique(torch.cat([rows, (rows + 1) % self.rows]))
         flags = self._is_break(touched)  # [cols, n_touched]
         positions = (self._col_offsets.unsqueeze(-1) + touched).reshape(-1)
