@@ -184,25 +184,6 @@ class Composite(TensorSpec):
             )
 
     # ------------------------------------------------------------------ dict API
-    def _walk(self, key: tuple[str, ...], *, create: bool = False) -> Composite:
-        """The composite that holds the last element of ``key`` (creating parents if asked)."""
-        node: Composite = self
-        for depth, part in enumerate(key[:-1]):
-            child = node._specs.get(part)
-            if child is None:
-                if not create:
-                    raise KeyError(self._missing(key[: depth + 1]))
-                node._check_unlocked(f"key {key!r}")
-                child = Composite(shape=node.shape, device=node.device)
-                node._specs[part] = child
-            if not isinstance(child, Composite):
-                raise KeyError(
-                    f"Key {key!r} goes through {key[: depth + 1]!r}, which is a leaf "
-                    f"{type(child).__name__}, not a Composite. Use a key that stops there."
-                )
-            node = child
-        return node
-
     def _missing(self, key: NestedKey) -> str:
         available = sorted(map(str, self.keys(include_nested=True)))
         return f"No spec at key {key!r}. Available keys: {available}."
@@ -215,10 +196,12 @@ class Composite(TensorSpec):
                 raise KeyError(self._missing(key)) from None
         if isinstance(key, tuple) and key and all(isinstance(k, (str, tuple)) for k in key):
             parts = _split_key(key)
-            node = self._walk(parts)
-            if parts[-1] not in node._specs:
-                raise KeyError(self._missing(key))
-            return node._specs[parts[-1]]
+            node = self[parts[0]]
+            if len(parts) == 1:
+                return node
+            if not isinstance(node, Composite):
+                raise KeyError(self._through_leaf(key, parts[0], node))
+            return node[parts[1:]]
         return self._index(key)
 
     def get(self, key: NestedKey, default: Any = None) -> Any:  # Any: any default
@@ -230,8 +213,22 @@ class Composite(TensorSpec):
 
     def __setitem__(self, key: NestedKey, value: TensorSpec | Mapping | None) -> None:
         parts = _split_key(key)
-        node = self._walk(parts, create=True)
-        node._set_direct(parts[-1], value)
+        if len(parts) == 1:
+            self._set_direct(parts[0], value)
+            return
+        node = self._specs.get(parts[0])
+        if node is None:
+            self._check_unlocked(f"key {key!r}")
+            node = self._specs[parts[0]] = Composite(shape=self._shape, device=self._device)
+        if not isinstance(node, Composite):
+            raise KeyError(self._through_leaf(key, parts[0], node))
+        node[parts[1:]] = value
+
+    def _through_leaf(self, key: NestedKey, part: str, node: Any) -> str:  # Any: an entry
+        return (
+            f"Key {key!r} goes through {part!r}, which is a {type(node).__name__}, not a "
+            "Composite. Use a key that stops there, or replace the entry with a Composite."
+        )
 
     def _set_direct(self, key: str, value: Any) -> None:  # Any: validated here
         self._check_unlocked(f"key {key!r}")
@@ -265,11 +262,16 @@ class Composite(TensorSpec):
 
     def __delitem__(self, key: NestedKey) -> None:
         parts = _split_key(key)
-        node = self._walk(parts)
-        node._check_unlocked(f"key {key!r}")
-        if parts[-1] not in node._specs:
+        if len(parts) > 1:
+            node = self[parts[:-1]]
+            if not isinstance(node, Composite):
+                raise KeyError(self._through_leaf(key, parts[-2], node))
+            del node[parts[-1]]
+            return
+        self._check_unlocked(f"key {key!r}")
+        if parts[0] not in self._specs:
             raise KeyError(self._missing(key))
-        del node._specs[parts[-1]]
+        del self._specs[parts[0]]
 
     def pop(self, key: NestedKey, default: Any = ...) -> Any:  # Any: any default
         """Remove and return the entry at ``key`` (``default`` if given and it is missing)."""
@@ -284,13 +286,14 @@ class Composite(TensorSpec):
     def __contains__(self, key: object) -> bool:
         if isinstance(key, str):
             return key in self._specs
-        if not isinstance(key, tuple) or not key:
-            return False
         try:
             parts = _split_key(key)
-            return parts[-1] in self._walk(parts)._specs
-        except (KeyError, TypeError):
+        except TypeError:
             return False
+        node = self._specs.get(parts[0])
+        if len(parts) == 1:
+            return parts[0] in self._specs
+        return isinstance(node, Composite) and parts[1:] in node
 
     def __len__(self) -> int:
         return len(self._specs)

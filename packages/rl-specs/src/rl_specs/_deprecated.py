@@ -22,12 +22,15 @@ from ._categorical import Categorical, MultiCategorical
 from ._composite import Composite
 from ._non_tensor import NonTensor
 from ._one_hot import MultiOneHot, OneHot
+from ._stacked import Stacked, StackedComposite
 from ._unbounded import UnboundedContinuous, UnboundedDiscrete
 
 BinaryDiscreteTensorSpec = Binary
 BoundedTensorSpec = Bounded
 CompositeSpec = Composite
 DiscreteTensorSpec = Categorical
+LazyStackedCompositeSpec = StackedComposite
+LazyStackedTensorSpec = Stacked
 MultiDiscreteTensorSpec = MultiCategorical
 MultiOneHotDiscreteTensorSpec = MultiOneHot
 NonTensorSpec = NonTensor

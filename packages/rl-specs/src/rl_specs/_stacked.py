@@ -1,0 +1,521 @@
+"""Lazy stacks of specs (:class:`Stacked`, :class:`StackedComposite`) and ``torch.stack``."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+from tensordict import LazyStackedTensorDict, NestedKey, TensorDictBase
+
+from ._base import (
+    _TORCH_HANDLERS,
+    DeviceLike,
+    ShapeLike,
+    TensorSpec,
+    _as_shape,
+    _normalize_index,
+    _pos_dim,
+    _shape_after,
+)
+from ._composite import Composite
+from ._keys import _split_key
+
+
+def _merged_shape(specs: Sequence[TensorSpec], dim: int) -> torch.Size:
+    """Shape of a lazy stack: shared sizes kept, differing ones -1, ``len(specs)`` at ``dim``."""
+    first = specs[0].shape
+    merged = [d if all(s.shape[i] == d for s in specs) else -1 for i, d in enumerate(first)]
+    merged.insert(dim, len(specs))
+    return torch.Size(merged)
+
+
+def _check_members(specs: Sequence[Any], dim: int, *, owner: str) -> int:
+    """Validate the members of a stack; return the stack dim as a non-negative int."""
+    if not specs:
+        raise ValueError(f"{owner} expected at least one spec to stack, got none.")
+    for spec in specs:
+        if not isinstance(spec, TensorSpec):
+            raise TypeError(
+                f"{owner} expected TensorSpec members, got {type(spec).__name__}. Stack specs only."
+            )
+    ndims = {spec.ndim for spec in specs}
+    if len(ndims) != 1:
+        raise ValueError(
+            f"{owner} expected specs with the same number of dims, got shapes "
+            f"{[tuple(s.shape) for s in specs]}. Unsqueeze or reshape them first."
+        )
+    devices = {spec.device for spec in specs}
+    if len(devices) != 1:
+        raise ValueError(
+            f"{owner} expected specs on one device, got {sorted(map(str, devices))}. "
+            "Move them with spec.to(device) first."
+        )
+    return _pos_dim(dim, ndims.pop() + 1, owner=owner)
+
+
+def _stack_specs(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
+    """``torch.stack`` for specs: an expanded spec when all are equal, a lazy stack otherwise.
+
+    Raises:
+        TypeError: if the specs are of different classes.
+        ValueError: if their ranks or devices differ, or ``dim`` is out of range.
+    """
+    specs = list(specs)
+    pos = _check_members(specs, dim, owner="torch.stack")
+    first = specs[0]
+    if all(spec == first for spec in specs[1:]):
+        shape = first.shape[:pos] + torch.Size([len(specs)]) + first.shape[pos:]
+        return first.unsqueeze(pos).expand(shape)
+    if all(isinstance(spec, Composite) for spec in specs):
+        return StackedComposite(*specs, dim=pos)
+    kinds = {type(spec) for spec in specs}
+    if len(kinds) != 1:
+        raise TypeError(
+            f"torch.stack expected specs of one class, got {sorted(k.__name__ for k in kinds)}. "
+            "Convert them to one spec class first."
+        )
+    return Stacked(*specs, dim=pos)
+
+
+_TORCH_HANDLERS[torch.stack] = _stack_specs
+
+
+class _StackMixin:
+    """Shape ops shared by the lazy stacks: members ``_specs`` stacked along ``dim``."""
+
+    _specs: list
+    dim: int
+    shape: torch.Size
+
+    def _restack(self, members: Sequence[TensorSpec], dim: int) -> TensorSpec:
+        return _stack_specs(members, dim) if len(members) else type(self)(dim=dim)
+
+    def _index_stack(self, index: Any) -> Any:  # Any: a tensor index; a spec or a stack
+        idx = _normalize_index(index, self._batch_ndim(), owner=type(self).__name__)
+        idx = idx + (slice(None),) * (self.dim + 1 - len(idx))
+        before, at, after = idx[: self.dim], idx[self.dim], idx[self.dim + 1 :]
+        if any(i is None for i in idx[: self.dim + 1]):
+            raise IndexError(
+                f"{type(self).__name__} cannot insert dims (None) before its stack dim. "
+                "Use spec.unsqueeze(dim) instead."
+            )
+        dim = self.dim - sum(isinstance(i, int) for i in before)
+        members = [m[before] if before else m for m in self._specs]
+        if isinstance(at, int):
+            member = members[at]
+            return member[(slice(None),) * dim + after] if after else member
+        picked = (
+            members[at]
+            if isinstance(at, slice)
+            else [members[i] for i in torch.as_tensor(at).reshape(-1).tolist()]
+        )
+        if after:
+            picked = [m[(slice(None),) * dim + after] for m in picked]
+        return self._restack(picked, dim)
+
+    def unbind(self, dim: int = 0) -> tuple[TensorSpec, ...]:
+        """Split along ``dim``: the members along the stack dim, restacked parts elsewhere."""
+        pos = _pos_dim(dim, self._batch_ndim(), owner=f"{type(self).__name__}.unbind")
+        if pos == self.dim:
+            return tuple(self._specs)
+        inner = pos if pos < self.dim else pos - 1
+        parts = [m.unbind(inner) for m in self._specs]
+        new_dim = self.dim - 1 if pos < self.dim else self.dim
+        return tuple(self._restack(list(group), new_dim) for group in zip(*parts, strict=True))
+
+    def expand(self, *shape: int | Sequence[int]) -> TensorSpec:
+        """Prepend dims to every member (the stack dim moves right accordingly).
+
+        Raises:
+            ValueError: if ``shape`` does not end with the spec's shape.
+        """
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = tuple(shape[0])
+        new = _as_shape(shape, owner=f"{type(self).__name__}.expand")
+        lead = len(new) - len(self.shape)
+        if lead < 0 or any(
+            s not in (-1, o) for s, o in zip(new[lead:], self.shape, strict=True) if o != -1
+        ):
+            raise ValueError(
+                f"{type(self).__name__}.expand expected a shape ending with "
+                f"{tuple(self.shape)}, got {tuple(new)}. Only prepend dims to a lazy stack."
+            )
+        members = [m.expand(*new[:lead], *m.shape) for m in self._specs]
+        return type(self)(*members, dim=self.dim + lead)
+
+    def unsqueeze(self, dim: int) -> TensorSpec:
+        """Insert a size-1 dim at ``dim``."""
+        pos = _pos_dim(dim, len(self.shape) + 1, owner=f"{type(self).__name__}.unsqueeze")
+        if pos <= self.dim:
+            return type(self)(*[m.unsqueeze(pos) for m in self._specs], dim=self.dim + 1)
+        return type(self)(*[m.unsqueeze(pos - 1) for m in self._specs], dim=self.dim)
+
+    def squeeze(self, dim: int | None = None) -> TensorSpec:
+        """Remove the size-1 dim ``dim`` (all size-1 dims when ``None``)."""
+        if dim is None:
+            out: Any = self
+            for d in reversed(range(self._batch_ndim())):
+                if self.shape[d] == 1:
+                    out = out.squeeze(d)
+            return out
+        pos = _pos_dim(dim, len(self.shape), owner=f"{type(self).__name__}.squeeze")
+        if self.shape[pos] != 1:
+            return self.clone()
+        if pos == self.dim:
+            return self._specs[0]
+        inner = pos if pos < self.dim else pos - 1
+        new_dim = self.dim - 1 if pos < self.dim else self.dim
+        return type(self)(*[m.squeeze(inner) for m in self._specs], dim=new_dim)
+
+    def to(self, dest: DeviceLike | torch.dtype) -> TensorSpec:
+        """Move (or cast) every member."""
+        return type(self)(*[m.to(dest) for m in self._specs], dim=self.dim)
+
+    def clone(self) -> TensorSpec:
+        """A deep copy."""
+        return type(self)(*[m.clone() for m in self._specs], dim=self.dim)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and other.dim == self.dim
+            and len(other._specs) == len(self._specs)
+            and all(a == b for a, b in zip(self._specs, other._specs, strict=True))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def _split_value(self, val: Any, lead: int = 0) -> list:  # Any: a tensor or tensordict
+        if isinstance(val, LazyStackedTensorDict) and val.stack_dim == lead + self.dim:
+            return list(val.tensordicts)
+        if isinstance(val, torch.Tensor) and val.is_nested:
+            return list(val.unbind())
+        return list(val.unbind(lead + self.dim))
+
+    def _lead(self, val: Any) -> int:  # Any: a tensor or tensordict
+        """Number of leading dims ``val`` has in front of the spec's shape."""
+        ndim = val.batch_dims if isinstance(val, TensorDictBase) else val.dim()
+        return ndim - len(self.shape)
+
+    def assert_is_in(self, value: Any) -> None:  # Any: a tensor or tensordict
+        """Check every member's part of ``value``, naming the member that fails.
+
+        Raises:
+            TypeError, ValueError, KeyError: as the failing member raises them.
+        """
+        parts = self._split_value(value, max(self._lead(value), 0))
+        for i, (member, part) in enumerate(zip(self._specs, parts, strict=True)):
+            try:
+                member.assert_is_in(part)
+            except (TypeError, ValueError, KeyError) as err:
+                raise type(err)(f"Stack member {i}: {err}") from err
+
+    def to_numpy(self, val: Any, safe: bool | None = None) -> list:  # Any: tensor or tensordict
+        """One numpy conversion per member, in a list."""
+        parts = self._split_value(val, max(self._lead(val), 0))
+        return [m.to_numpy(v, safe=safe) for m, v in zip(self._specs, parts, strict=True)]
+
+    def reshape(self, *shape: int | Sequence[int]) -> TensorSpec:
+        """Reshape; only possible when all the members are identical.
+
+        Raises:
+            ValueError: if the members differ.
+        """
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = tuple(shape[0])
+        first = self._specs[0]
+        if not all(m == first for m in self._specs):
+            raise ValueError(
+                f"{type(self).__name__}.reshape needs identical members to reshape the stack; "
+                f"these differ (shape {tuple(self.shape)}). Reshape each member "
+                f"(spec.unbind({self.dim})) instead."
+            )
+        return first.unsqueeze(self.dim).expand(self.shape).reshape(*shape)
+
+    view = reshape
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> TensorSpec:
+        """Flatten dims ``start_dim`` to ``end_dim`` (identical members only, see reshape)."""
+        return self.reshape(_shape_after(self.shape, lambda t: t.flatten(start_dim, end_dim)))
+
+    def is_in(self, val: Any) -> bool:  # Any: a tensor or a tensordict
+        try:
+            parts = self._split_value(val, max(self._lead(val), 0))
+        except (RuntimeError, IndexError):
+            return False
+        return len(parts) == len(self._specs) and all(
+            m.is_in(v) for m, v in zip(self._specs, parts, strict=True)
+        )
+
+
+class Stacked(_StackMixin, TensorSpec):
+    """A lazy representation of a stack of tensor specs.
+
+    ``torch.stack`` of leaf specs that differ (e.g. agents with different observation
+    sizes) gives a ``Stacked``; its shape has ``-1`` where the members' sizes differ.
+    Generated data is a dense stack when the members' shapes agree, and a nested
+    tensor otherwise.
+
+    Args:
+        *specs (TensorSpec): the members, of one class, rank and device.
+        dim (int): the stack dim in the stacked shape.
+
+    Raises:
+        ValueError: if the members' ranks or devices differ.
+
+    Examples:
+        >>> import torch
+        >>> from rl_specs import Bounded
+        >>> spec = torch.stack([Bounded(-1, 1, shape=(3,)), Bounded(-2, 2, shape=(3,))], 0)
+        >>> type(spec).__name__, spec.shape
+        ('Stacked', torch.Size([2, 3]))
+        >>> sample = spec.rand()
+        >>> sample.shape, spec.is_in(sample), spec[1].high
+        (torch.Size([2, 3]), True, tensor([2., 2., 2.]))
+        >>> torch.stack([Bounded(-1, 1, shape=(2,)), Bounded(-1, 1, shape=(5,))]).shape
+        torch.Size([2, -1])
+    """
+
+    def __init__(self, *specs: TensorSpec, dim: int) -> None:
+        pos = _check_members(specs, dim, owner="Stacked")
+        first = specs[0]
+        super().__init__(_merged_shape(specs, pos), None, first.device, first.dtype, first.domain)
+        self._specs = list(specs)
+        self.dim = pos
+
+    def _member_data(self, shape: ShapeLike | None, method: str) -> torch.Tensor:
+        lead = torch.Size([]) if shape is None else _as_shape(shape, owner=f"Stacked.{method}")
+        values = [getattr(m, method)(lead) for m in self._specs]
+        if len({v.shape for v in values}) == 1:
+            return torch.stack(values, len(lead) + self.dim)
+        if lead or self.dim:
+            raise RuntimeError(
+                f"Stacked.{method}() got members of shapes {[tuple(v.shape) for v in values]}, "
+                "which only stack as a nested tensor along dim 0 with no leading shape. "
+                f"Call {method}() on each member (spec.unbind({self.dim})) instead."
+            )
+        try:  # one ragged dim: the jagged layout torch recommends
+            return torch.nested.as_nested_tensor(values, layout=torch.jagged)
+        except (RuntimeError, ValueError):
+            with warnings.catch_warnings():  # several ragged dims need the strided layout
+                warnings.simplefilter("ignore", UserWarning)
+                return torch.nested.as_nested_tensor(values)
+
+    def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
+        return self._member_data(shape, "rand")
+
+    def zero(self, shape: ShapeLike | None = None) -> torch.Tensor:
+        return self._member_data(shape, "zero")
+
+    def one(self, shape: ShapeLike | None = None) -> torch.Tensor:
+        return self._member_data(shape, "one")
+
+    def _project(self, val: torch.Tensor) -> torch.Tensor:
+        lead = self._lead(val)
+        parts = [
+            m.project(v) for m, v in zip(self._specs, self._split_value(val, lead), strict=True)
+        ]
+        return torch.stack(parts, lead + self.dim)
+
+    def encode(self, val: Any, *, ignore_device: bool = False) -> torch.Tensor:  # Any: array-like
+        tensor = torch.as_tensor(val)
+        parts = [
+            m.encode(v, ignore_device=ignore_device)
+            for m, v in zip(self._specs, tensor.unbind(self.dim), strict=True)
+        ]
+        return torch.stack(parts, self.dim)
+
+    def __getitem__(self, index: Any) -> TensorSpec:  # Any: a tensor index
+        return self._index_stack(index)
+
+    def __repr__(self) -> str:
+        inner = ",\n    ".join(repr(m) for m in self._specs)
+        return f"Stacked(\n    {inner},\n    dim={self.dim}, shape={self.shape})"
+
+
+class StackedComposite(_StackMixin, Composite):
+    """A lazy representation of a stack of composite specs.
+
+    Built by ``torch.stack`` on composites that differ. Keys present in every member
+    are reached as usual (``spec["obs"]`` stacks the members' entries); keys present in
+    only some members are *exclusive* and are not listed by :meth:`keys`. Generated data
+    is a ``LazyStackedTensorDict`` holding every member's entries, exclusive ones included.
+
+    Args:
+        *specs (Composite): the members, of one batch rank and device.
+        dim (int): the stack dim in the stacked batch shape.
+
+    Raises:
+        ValueError: if the members' batch ranks or devices differ.
+
+    Examples:
+        >>> import torch
+        >>> from rl_specs import Composite, Unbounded
+        >>> a = Composite(obs=Unbounded(shape=(3,)), extra=Unbounded(shape=(1,)))
+        >>> b = Composite(obs=Unbounded(shape=(4,)))
+        >>> spec = torch.stack([a, b], dim=0)
+        >>> type(spec).__name__, spec.shape, list(spec.keys())
+        ('StackedComposite', torch.Size([2]), ['obs'])
+        >>> spec["obs"].shape
+        torch.Size([2, -1])
+        >>> data = spec.rand()
+        >>> data[0]["extra"].shape, spec.is_in(data)
+        (torch.Size([1]), True)
+    """
+
+    def __init__(self, *specs: Composite, dim: int) -> None:
+        batch_ndims = {len(s.shape) for s in specs}
+        pos = _check_members(specs, dim, owner="StackedComposite")
+        if not all(isinstance(s, Composite) for s in specs) or len(batch_ndims) != 1:
+            raise TypeError(
+                "StackedComposite expected Composite members of one batch rank, got "
+                f"{[type(s).__name__ for s in specs]}. Use Stacked for leaf specs."
+            )
+        self._specs = list(specs)
+        self.dim = pos
+        self._shape = _merged_shape(specs, pos)
+        self._device = specs[0].device
+        self._locked = False
+        self.data_cls = None
+        self.step_mdp_static = False
+        self.space = None
+        self.dtype = None
+        self.domain = "composite"
+
+    @property
+    def shape(self) -> torch.Size:
+        """The stacked batch shape (read-only)."""
+        return self._shape
+
+    @property
+    def device(self) -> torch.device | None:
+        """The members' device (read-only)."""
+        return self._device
+
+    def lock_(self, recurse: bool | None = None) -> StackedComposite:
+        self._locked = True
+        for member in self._specs:
+            member.lock_(recurse)
+        return self
+
+    def unlock_(self, recurse: bool | None = None) -> StackedComposite:
+        self._locked = False
+        for member in self._specs:
+            member.unlock_(recurse)
+        return self
+
+    # ------------------------------------------------------------------ keys
+    def _shared_keys(self) -> list[str]:
+        first, *rest = self._specs
+        return [k for k in first.keys() if all(k in m for m in rest)]
+
+    def exclusive_keys(self) -> set[str]:
+        """Top-level keys present in some members but not in all."""
+        every = set().union(*(set(m.keys()) for m in self._specs))
+        return every - set(self._shared_keys())
+
+    def __getitem__(self, key: Any) -> Any:  # Any: a NestedKey or a tensor index
+        if isinstance(key, str) or (
+            isinstance(key, tuple) and key and all(isinstance(k, (str, tuple)) for k in key)
+        ):
+            parts = _split_key(key)
+            missing = [i for i, m in enumerate(self._specs) if parts[0] not in m]
+            if missing:
+                raise KeyError(
+                    f"Key {parts[0]!r} is missing from members {missing} of the "
+                    f"StackedComposite (an exclusive key). Shared keys: {self._shared_keys()}. "
+                    "Index a member (spec[i]) or use consolidate_spec(spec) first."
+                )
+            entry = _stack_specs([m[parts[0]] for m in self._specs], self.dim)
+            return entry[parts[1:]] if len(parts) > 1 else entry
+        return self._index_stack(key)
+
+    def __setitem__(self, key: NestedKey, value: TensorSpec | None) -> None:
+        self._check_unlocked(f"key {key!r}")
+        if value is None or isinstance(value, Mapping):
+            parts = [value] * len(self._specs)
+        else:
+            parts = list(value.unbind(self.dim))
+        if len(parts) != len(self._specs):
+            raise ValueError(
+                f"StackedComposite of {len(self._specs)} members expected a spec with that "
+                f"size at dim {self.dim}, got shape {tuple(value.shape)}. Stack one spec per member."
+            )
+        for member, part in zip(self._specs, parts, strict=True):
+            member[key] = part
+
+    def __delitem__(self, key: NestedKey) -> None:
+        self._check_unlocked(f"key {key!r}")
+        for member in self._specs:
+            if key in member:
+                del member[key]
+
+    def __contains__(self, key: object) -> bool:
+        return all(key in member for member in self._specs)
+
+    def __len__(self) -> int:
+        return len(self._shared_keys())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._shared_keys())
+
+    def _iter_items(
+        self, include_nested: bool, leaves_only: bool, is_leaf: Any, prefix: tuple = ()
+    ) -> Iterator[tuple[NestedKey, TensorSpec | None]]:
+        for key in self._shared_keys():
+            full = (*prefix, key)
+            spec = self[key]
+            leaf = not isinstance(spec, Composite) if is_leaf is None else is_leaf(type(spec))
+            if leaf or not leaves_only:
+                yield (full if prefix else key), spec
+            if include_nested and isinstance(spec, Composite) and not leaf:
+                yield from spec._iter_items(include_nested, leaves_only, is_leaf, full)
+
+    def empty(self) -> StackedComposite:
+        return StackedComposite(*[m.empty() for m in self._specs], dim=self.dim)
+
+    def exclude(self, *keys: NestedKey) -> StackedComposite:
+        return StackedComposite(*[m.exclude(*keys) for m in self._specs], dim=self.dim)
+
+    def is_empty(self, recurse: bool = False) -> bool:
+        return all(m.is_empty(recurse) for m in self._specs)
+
+    # ------------------------------------------------------------------ data
+    def _generate(self, shape: ShapeLike | None, method: str) -> TensorDictBase:
+        lead = torch.Size([]) if shape is None else _as_shape(shape, owner=method)
+        parts = [getattr(m, method)(lead) for m in self._specs]
+        return LazyStackedTensorDict.lazy_stack(parts, len(lead) + self.dim)
+
+    def _build(self, shape: torch.Size, method: str) -> TensorDictBase:
+        return self._generate(shape, method)
+
+    def is_in(self, val: Any) -> bool:  # Any: a tensordict
+        return _StackMixin.is_in(self, val)
+
+    def project(self, val: TensorDictBase) -> TensorDictBase:
+        lead = self._lead(val)
+        parts = [
+            m.project(v) for m, v in zip(self._specs, self._split_value(val, lead), strict=True)
+        ]
+        return LazyStackedTensorDict.lazy_stack(parts, lead + self.dim)
+
+    def encode(self, vals: Mapping[str, Any], *, ignore_device: bool = False) -> TensorDictBase:
+        parts = [
+            m.encode(_take(vals, self.dim, i), ignore_device=ignore_device)
+            for i, m in enumerate(self._specs)
+        ]
+        return LazyStackedTensorDict.lazy_stack(parts, self.dim)
+
+    def __repr__(self) -> str:
+        inner = ",\n".join(repr(m) for m in self._specs).replace("\n", "\n    ")
+        return f"StackedComposite(\n    {inner},\n    dim={self.dim}, shape={self.shape})"
+
+
+def _take(vals: Mapping[str, Any], dim: int, i: int) -> dict[str, Any]:
+    """Element ``i`` along ``dim`` of every (nested) value of ``vals``."""
+    return {
+        k: _take(v, dim, i) if isinstance(v, Mapping) else torch.as_tensor(v).select(dim, i)
+        for k, v in vals.items()
+    }
