@@ -96,8 +96,9 @@ def _stack(
         except RuntimeError as err:
             raise RuntimeError(
                 f"rollout() could not stack the steps into one contiguous tensordict "
-                f"({err}). Shapes vary between steps: declare the varying dims as -1 in "
-                f"the specs, or call rollout(..., return_contiguous=False)."
+                f"({err}). Keys or shapes vary between steps: start from a tensordict "
+                f"holding every entry of env.reset(), declare varying dims as -1 in the "
+                f"specs, or call rollout(..., return_contiguous=False)."
             ) from err
     names = [None] * dim + ["time"]
     result.names = names

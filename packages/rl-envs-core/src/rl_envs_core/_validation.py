@@ -8,10 +8,11 @@ turn the backend's error into one that names the key, shapes and the fix.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import torch
-from tensordict import NestedKey, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.utils import is_non_tensor
 
 from rl_envs_core._step_mdp import as_tuple
@@ -85,7 +86,7 @@ def check_step_input(
 
 def _declared(env: EnvBase) -> dict[tuple[str, ...], object]:
     out = {}
-    for role in ("observation", "reward", "done"):
+    for role in ("observation", "reward", "done", "state"):
         spec = getattr(env, f"full_{role}_spec")
         for key in env._key_cache()[f"{role}_keys"]:
             out[as_tuple(key)] = spec[key]
@@ -106,16 +107,19 @@ def check_step_output(env: EnvBase, tensordict: TensorDictBase, out: TensorDictB
     if undeclared:
         raise KeyError(
             f"{type(env).__name__}._step returned entries its specs do not declare: "
-            f"{undeclared}. Declared: {sorted(str(k) for k in declared)}. Add them to "
+            f"{undeclared}. Declared: {_names(declared)}. Add them to "
             f"env.observation_spec (or reward/done spec), or stop returning them."
         )
-    missing = sorted(str(k) for k in declared if k not in got)
+    state = {as_tuple(k) for k in env._key_cache()["state_keys"]}
+    missing = _names(k for k in declared if k not in got and k not in state)
     if missing:
         raise KeyError(
             f"{type(env).__name__}._step did not return the declared entries {missing}. "
             f"Return them from _step, or remove them from the specs."
         )
     for tup, leaf in declared.items():
+        if tup not in got:
+            continue
         value = out.get(got[tup])
         if is_non_tensor(value) or not isinstance(value, torch.Tensor):
             continue
@@ -128,6 +132,6 @@ def check_step_output(env: EnvBase, tensordict: TensorDictBase, out: TensorDictB
             )
 
 
-def key_names(keys: list[NestedKey]) -> list[str]:
-    """Printable names of keys, for error messages."""
-    return [str(k) for k in keys]
+def _names(keys: Iterable[tuple[str, ...]]) -> list[str]:
+    """Printable names of key tuples, for error messages."""
+    return sorted(k[0] if len(k) == 1 else str(k) for k in keys)

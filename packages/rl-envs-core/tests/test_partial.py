@@ -1,0 +1,221 @@
+"""Partial steps ("_step") and partial resets ("_reset"), including every example of the
+"Partial steps and partial resets" section of the envs documentation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_envs_core import EnvBase
+from rl_envs_core._specs_compat import Categorical, Composite, Unbounded
+from rl_envs_core.testing import CountingEnv
+
+
+def _done(shape):
+    return Categorical(2, shape=shape, dtype=torch.bool)
+
+
+class ZeroResetEnv(EnvBase):
+    """Returns zeros after reset and ``val + 1`` after a step, at every done level."""
+
+    def __init__(self, levels=((),), width=2):
+        super().__init__()
+        self.levels = [tuple(level) for level in levels]
+        self.width = width
+        obs, done = Composite(), Composite()
+        for level in self.levels:
+            obs[(*level, "val")] = Unbounded(shape=(width,), dtype=torch.int64)
+            done[(*level, "done")] = _done((width,))
+        self.observation_spec = obs
+        self.full_done_spec = done
+        self.full_reward_spec = Composite()
+        self.action_spec = Unbounded(shape=(width,), dtype=torch.int64)
+
+    def _reset(self, tensordict=None, **kwargs):
+        out = TensorDict()
+        for level in self.levels:
+            out[(*level, "val")] = torch.zeros(self.width, dtype=torch.int64)
+            out[(*level, "done")] = torch.zeros(self.width, dtype=torch.bool)
+        return out
+
+    def _step(self, tensordict):
+        out = TensorDict()
+        for level in self.levels:
+            out[(*level, "val")] = tensordict[(*level, "val")] + 1
+            out[(*level, "done")] = torch.zeros(self.width, dtype=torch.bool)
+        return out
+
+    def _set_seed(self, seed):
+        pass
+
+
+class StatelessAddEnv(EnvBase):
+    """A batch-unlocked env: x <- x + 1 where stepped; done when x >= 3."""
+
+    batch_locked = False
+
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(x=Unbounded(shape=(1,)))
+        self.action_spec = Unbounded(shape=(1,))
+        self.calls = []
+
+    def _reset(self, tensordict=None, **kwargs):
+        shape = tensordict.batch_size if tensordict is not None else torch.Size([])
+        return TensorDict({"x": torch.zeros(*shape, 1)}, batch_size=shape)
+
+    def _step(self, tensordict):
+        self.calls.append(tensordict.batch_size)
+        x = tensordict["x"] + 1
+        done = x >= 3
+        return TensorDict(
+            {"x": x, "reward": torch.ones_like(x), "done": done, "terminated": done.clone(),
+             "truncated": torch.zeros_like(done)},
+            batch_size=tensordict.batch_size,
+        )
+
+    def _set_seed(self, seed):
+        pass
+
+
+class TestPartialReset:
+    def test_single_reset_at_the_root(self):
+        env = ZeroResetEnv()
+        data = TensorDict({"val": [1, 1], "_reset": [False, True]}, [])
+        env.reset(data)
+        assert data.get("val").tolist() == [1, 0]
+
+    def test_nested_resets(self):
+        env = ZeroResetEnv(levels=(("agent0",), ("agent1",)))
+        data = TensorDict({
+            ("agent0", "val"): [1, 1], ("agent0", "_reset"): [False, True],
+            ("agent1", "val"): [2, 2], ("agent1", "_reset"): [True, False],
+        }, [])
+        env.reset(data)
+        assert data.get(("agent0", "val")).tolist() == [1, 0]
+        assert data.get(("agent1", "val")).tolist() == [0, 2]
+
+    def test_root_reset_overrides_nested_resets(self):
+        env = ZeroResetEnv(levels=(("agent0",), ("agent1",)))
+        data = TensorDict({
+            "_reset": [True, True],
+            ("agent0", "val"): [1, 1], ("agent0", "_reset"): [False, True],
+            ("agent1", "val"): [2, 2], ("agent1", "_reset"): [True, False],
+        }, [])
+        env.reset(data)
+        assert data.get(("agent0", "val")).tolist() == [0, 0]
+        assert data.get(("agent1", "val")).tolist() == [0, 0]
+
+    def test_batched_reset_eliminates_reset_entry(self):
+        env = CountingEnv(batch_size=[4])
+        data = env.rollout(2, break_when_any_done=False)[..., -1]["next"].clone()
+        data["_reset"] = torch.tensor([[True], [False], [True], [True]])
+        out = env.reset(data)
+        assert set(out.keys()) == {"terminated", "done", "observation", "truncated"}
+        assert out.batch_size == torch.Size([4])
+        assert out["observation"].squeeze(-1).tolist() == [0.0, 2.0, 0.0, 0.0]
+        assert "_reset" not in data.keys()
+        assert env.count.squeeze(-1).tolist() == [0, 2, 0, 0]
+
+    def test_reset_entries_are_removed_from_the_outputs(self):
+        env = ZeroResetEnv(levels=(("agent0",), ("agent1",)))
+        data = TensorDict({
+            "_reset": [True, False],
+            ("agent0", "val"): [1, 1], ("agent0", "_reset"): [False, True],
+            ("agent1", "val"): [2, 2],
+        }, [])
+        out = env.reset(data)
+        assert not any("_reset" in str(k) for k in out.keys(True, True))
+        assert not any("_reset" in str(k) for k in data.keys(True, True))
+
+    def test_reset_without_mask_resets_everything(self):
+        env = ZeroResetEnv()
+        out = env.reset(TensorDict({"val": [5, 5]}, []))
+        assert out["val"].tolist() == [0, 0]
+
+    def test_mask_that_does_not_fit_raises(self):
+        env = ZeroResetEnv()
+        data = TensorDict({"val": [1, 1], "_reset": [False, True, True]}, [])
+        with pytest.raises(ValueError, match=r"mask of shape \(3,\) cannot be aligned"):
+            env.reset(data)
+
+    def test_done_after_reset_raises_unless_allowed(self):
+        class AlwaysDone(CountingEnv):
+            def _reset(self, tensordict=None, **kwargs):
+                out = super()._reset(tensordict)
+                out["done"] = torch.ones_like(out["done"])
+                return out
+
+        with pytest.raises(RuntimeError, match="allow_done_after_reset=True"):
+            AlwaysDone().reset()
+        assert AlwaysDone(allow_done_after_reset=True).reset()["done"].all()
+
+
+class TestPartialStep:
+    def test_unbatched_env_skips_step_when_mask_is_false(self):
+        env = CountingEnv()
+        data = env.rand_action(env.reset())
+        data["_step"] = torch.tensor(False)
+        out = env.step(data)
+        assert env.count.item() == 0
+        assert out["next", "observation"].item() == 0.0
+        assert out["next", "reward"].item() == 0.0
+
+    def test_unbatched_env_steps_when_mask_is_true(self):
+        env = CountingEnv()
+        data = env.rand_action(env.reset())
+        data["_step"] = torch.tensor(True)
+        assert env.step(data)["next", "observation"].item() == 1.0
+
+    def test_batch_locked_env_masks_with_previous_values(self):
+        env = CountingEnv(batch_size=[3])
+        data = env.rand_action(env.reset())
+        data["observation"] = torch.tensor([[7.0], [7.0], [7.0]])
+        data["_step"] = torch.tensor([True, False, True])
+        out = env.step(data)["next"]
+        assert out["observation"].squeeze(-1).tolist() == [1.0, 7.0, 1.0]
+        assert out["reward"].squeeze(-1).tolist() == [1.0, 0.0, 1.0]
+
+    def test_batch_unlocked_env_steps_only_the_masked_elements(self):
+        env = StatelessAddEnv()
+        data = env.reset(TensorDict(batch_size=[3]))
+        data["x"] = torch.tensor([[0.0], [5.0], [1.0]])
+        data["_step"] = torch.tensor([[True], [False], [True]])
+        out = env.step(env.rand_action(data))["next"]
+        assert env.calls == [torch.Size([2])]
+        assert out["x"].squeeze(-1).tolist() == [1.0, 5.0, 2.0]
+        assert out["reward"].squeeze(-1).tolist() == [1.0, 0.0, 1.0]
+
+    def test_missing_previous_values_are_zeros(self):
+        env = StatelessAddEnv()
+        data = TensorDict({"x": torch.ones(2, 1), "_step": torch.tensor([True, False])}, [2])
+        out = env.step(env.rand_action(data))["next"]
+        assert out["done"].squeeze(-1).tolist() == [False, False]
+        assert out["reward"].squeeze(-1).tolist() == [1.0, 0.0]
+
+    def test_wrong_mask_shape_raises(self):
+        env = CountingEnv(batch_size=[3])
+        data = env.rand_action(env.reset())
+        data["_step"] = torch.tensor([[True, True], [False, True], [True, False]])
+        with pytest.raises(ValueError, match=r"'_step' mask must have the batch shape \(3,\)"):
+            env.step(data)
+
+    @pytest.mark.parametrize("env_fn", [lambda: CountingEnv(max_steps=3, batch_size=[2]),
+                                        StatelessAddEnv])
+    def test_rollout_break_when_all_done_skips_done_envs(self, env_fn):
+        env = env_fn()
+        if env.batch_locked:
+            env.count = torch.tensor([[1], [0]])
+            start = env.rand_action(env._output(torch.zeros(2, 1, dtype=torch.bool)))
+            start["observation"] = env.count.float()
+            data = env.rollout(10, auto_reset=False, tensordict=start, break_when_all_done=True)
+            obs = data["next", "observation"].squeeze(-1)
+            assert obs.tolist() == [[2.0, 3.0, 3.0], [1.0, 2.0, 3.0]]
+            assert data["next", "reward"].squeeze(-1).tolist() == [[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]]
+        else:
+            start = env.reset(TensorDict(batch_size=[2]))
+            start["x"] = torch.tensor([[1.0], [0.0]])
+            data = env.rollout(10, tensordict=start, auto_reset=False, break_when_all_done=True)
+            assert data["next", "x"].squeeze(-1).tolist() == [[2.0, 3.0, 3.0], [1.0, 2.0, 3.0]]
+        assert "_step" not in data.keys()
