@@ -1,0 +1,526 @@
+"""The :class:`Transform` base class and :class:`Compose`, the chain of transforms.
+
+Keys follow TorchRL's convention: ``in_keys`` / ``in_keys_inv`` name entries as the
+base environment sees them, ``out_keys`` / ``out_keys_inv`` as the policy sees them.
+A transform belongs to at most one container (a :class:`Compose` or a
+``TransformedEnv``); :meth:`Transform.clone` gives a parentless copy that shares
+the registered buffers.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import torch
+from tensordict import NestedKey, TensorDictBase
+from torch import nn
+
+from rl_transforms._key_lists import (
+    KeyArg,
+    check_same_length,
+    key_list,
+    map_leaf_specs,
+    missing_key_error,
+)
+from rl_transforms._specs_compat import Composite, TensorSpec
+
+TDCallable = Callable[[TensorDictBase], TensorDictBase]
+
+
+class Transform(nn.Module):
+    """Base class for environment transforms, which modify or create new data in a tensordict.
+
+    A subclass usually implements :meth:`_apply_transform` (and
+    :meth:`_inv_apply_transform` for inverse keys); transforms that need the step
+    input as well as its output override :meth:`_step`, stateful ones :meth:`_reset`.
+    Specs are edited through :meth:`transform_output_spec` / :meth:`transform_input_spec`
+    or the leaf hooks (:meth:`transform_observation_spec`, ...).
+
+    Args:
+        in_keys (sequence of NestedKey, optional): entries read, as the base env names
+            them. Defaults to ``[]``.
+        out_keys (sequence of NestedKey, optional): entries written, as the policy sees
+            them. Defaults to ``in_keys``.
+        in_keys_inv (sequence of NestedKey, optional): entries written by the inverse
+            transform, as the base env names them. Defaults to ``[]``.
+        out_keys_inv (sequence of NestedKey, optional): entries read by the inverse
+            transform, as the policy provides them. Defaults to ``in_keys_inv``.
+
+    Raises:
+        ValueError: if ``in_keys`` and ``out_keys`` (or their inverse pair) differ in length.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> class AddOneToObs(Transform):
+        ...     def __init__(self):
+        ...         super().__init__(in_keys=["observation"], out_keys=["observation"])
+        ...     def _apply_transform(self, obs):
+        ...         return obs + 1
+        >>> AddOneToObs()(TensorDict({"observation": torch.zeros(2)}))["observation"]
+        tensor([1., 1.])
+        >>> class AddOneToAction(Transform):
+        ...     def __init__(self):
+        ...         super().__init__(in_keys=[], out_keys=[], in_keys_inv=["action"], out_keys_inv=["action"])
+        ...     def _inv_apply_transform(self, action):
+        ...         return action + 1
+        >>> AddOneToAction().inv(TensorDict({"action": torch.zeros(2)}))["action"]
+        tensor([1., 1.])
+    """
+
+    invertible: bool = False
+
+    def __init__(
+        self,
+        in_keys: KeyArg = None,
+        out_keys: KeyArg = None,
+        in_keys_inv: KeyArg = None,
+        out_keys_inv: KeyArg = None,
+    ) -> None:
+        super().__init__()
+        state = self.__dict__
+        state["_container"] = None
+        state["_missing_tolerance"] = False
+        state["_lazy"] = {}
+        name = type(self).__name__
+        self._in_keys = key_list(in_keys, owner=name, name="in_keys")
+        self._out_keys = (
+            key_list(out_keys, owner=name, name="out_keys") if out_keys is not None else list(self._in_keys)
+        )
+        self._in_keys_inv = key_list(in_keys_inv, owner=name, name="in_keys_inv")
+        self._out_keys_inv = (
+            key_list(out_keys_inv, owner=name, name="out_keys_inv")
+            if out_keys_inv is not None
+            else list(self._in_keys_inv)
+        )
+        check_same_length(name, self._in_keys, self._out_keys, ("in_keys", "out_keys"))
+        check_same_length(name, self._in_keys_inv, self._out_keys_inv, ("in_keys_inv", "out_keys_inv"))
+
+    # ------------------------------------------------------------------ keys
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """Entries read by the forward transform (base-env side)."""
+        return self._in_keys
+
+    @in_keys.setter
+    def in_keys(self, value: KeyArg) -> None:
+        self._in_keys = key_list(value, owner=type(self).__name__, name="in_keys")
+
+    @property
+    def out_keys(self) -> list[NestedKey]:
+        """Entries written by the forward transform (policy side)."""
+        return self._out_keys
+
+    @out_keys.setter
+    def out_keys(self, value: KeyArg) -> None:
+        self._out_keys = key_list(value, owner=type(self).__name__, name="out_keys")
+
+    @property
+    def in_keys_inv(self) -> list[NestedKey]:
+        """Entries written by the inverse transform (base-env side)."""
+        return self._in_keys_inv
+
+    @in_keys_inv.setter
+    def in_keys_inv(self, value: KeyArg) -> None:
+        self._in_keys_inv = key_list(value, owner=type(self).__name__, name="in_keys_inv")
+
+    @property
+    def out_keys_inv(self) -> list[NestedKey]:
+        """Entries read by the inverse transform (policy side)."""
+        return self._out_keys_inv
+
+    @out_keys_inv.setter
+    def out_keys_inv(self, value: KeyArg) -> None:
+        self._out_keys_inv = key_list(value, owner=type(self).__name__, name="out_keys_inv")
+
+    @property
+    def missing_tolerance(self) -> bool:
+        """Whether a missing ``in_key`` is skipped silently instead of raising."""
+        return self._missing_tolerance
+
+    def set_missing_tolerance(self, mode: bool = False) -> None:
+        """Skip (``True``) or report (``False``) missing entries."""
+        self.__dict__["_missing_tolerance"] = bool(mode)
+
+    # ------------------------------------------------------------------ tensor hooks
+    def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
+        """Transform one tensor read at an ``in_key``; override in subclasses."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has in_keys={self.in_keys} but does not implement "
+            f"_apply_transform(tensor). Implement it, or override _call for tensordict-level logic."
+        )
+
+    def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
+        """Transform one tensor read at an ``out_key_inv``; override in subclasses."""
+        raise NotImplementedError(
+            f"{type(self).__name__} has in_keys_inv={self.in_keys_inv} but does not implement "
+            f"_inv_apply_transform(tensor). Implement it, or override _inv_call."
+        )
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """Apply :meth:`_apply_transform` from every ``in_key`` to its ``out_key``."""
+        for in_key, out_key in zip(self._in_keys, self._out_keys):
+            value = next_tensordict.get(in_key, None)
+            if value is not None:
+                next_tensordict.set(out_key, self._apply_transform(value))
+            elif not self._missing_tolerance:
+                raise missing_key_error(type(self).__name__, in_key, next_tensordict, "in_keys")
+        return next_tensordict
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Apply :meth:`_inv_apply_transform` from every ``out_key_inv`` to its ``in_key_inv``."""
+        for in_key, out_key in zip(self._in_keys_inv, self._out_keys_inv):
+            value = tensordict.get(out_key, None)
+            if value is not None:
+                tensordict.set(in_key, self._inv_apply_transform(value))
+            elif not self._missing_tolerance:
+                raise missing_key_error(type(self).__name__, out_key, tensordict, "out_keys_inv")
+        return tensordict
+
+    def _call_tolerant(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """:meth:`_call` with missing entries skipped."""
+        previous = self._missing_tolerance
+        self.__dict__["_missing_tolerance"] = True
+        try:
+            return self._call(tensordict)
+        finally:
+            self.__dict__["_missing_tolerance"] = previous
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        """Transform the output of a step; ``tensordict`` is its input. Defaults to :meth:`_call`."""
+        return self._call(next_tensordict)
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        """Transform the output of a reset; entries missing at reset are skipped."""
+        return self._call_tolerant(tensordict_reset)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Apply the transform to a tensordict outside an env (e.g. in a replay buffer)."""
+        return self._call(tensordict)
+
+    def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Apply the inverse transform to a shallow copy of ``tensordict`` and return it."""
+        return self._inv_call(tensordict.copy())
+
+    def _has_inverse(self) -> bool:
+        return bool(self._in_keys_inv) or type(self)._inv_call is not Transform._inv_call
+
+    # ------------------------------------------------------------------ specs
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        """Map one ``in_key`` spec to its ``out_key`` spec. Defaults to a copy."""
+        return spec.clone()
+
+    def _transform_inv_spec(self, spec: TensorSpec) -> TensorSpec:
+        """Map a base-side action/state spec to the policy-side one. Defaults to :meth:`_transform_spec`."""
+        return self._transform_spec(spec)
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        """Return the observation composite as the policy sees it."""
+        return map_leaf_specs(observation_spec, self._in_keys, self._out_keys, self._transform_spec)
+
+    def transform_reward_spec(self, reward_spec: Composite) -> Composite:
+        """Return the reward composite as the policy sees it."""
+        return map_leaf_specs(reward_spec, self._in_keys, self._out_keys, self._transform_spec)
+
+    def transform_done_spec(self, done_spec: Composite) -> Composite:
+        """Return the done composite as the policy sees it."""
+        return map_leaf_specs(done_spec, self._in_keys, self._out_keys, self._transform_spec)
+
+    def transform_action_spec(self, action_spec: Composite) -> Composite:
+        """Return the action composite the policy writes (``out_keys_inv``)."""
+        return map_leaf_specs(
+            action_spec, self._in_keys_inv, self._out_keys_inv, self._transform_inv_spec, drop_in=True
+        )
+
+    def transform_state_spec(self, state_spec: Composite) -> Composite:
+        """Return the state composite the policy writes (``out_keys_inv``)."""
+        return map_leaf_specs(
+            state_spec, self._in_keys_inv, self._out_keys_inv, self._transform_inv_spec, drop_in=True
+        )
+
+    def transform_output_spec(self, output_spec: Composite) -> Composite:
+        """Transform ``full_observation_spec``, ``full_reward_spec`` and ``full_done_spec``."""
+        output_spec["full_observation_spec"] = self.transform_observation_spec(
+            output_spec["full_observation_spec"]
+        )
+        output_spec["full_reward_spec"] = self.transform_reward_spec(output_spec["full_reward_spec"])
+        output_spec["full_done_spec"] = self.transform_done_spec(output_spec["full_done_spec"])
+        return output_spec
+
+    def transform_input_spec(self, input_spec: Composite) -> Composite:
+        """Transform ``full_action_spec`` and ``full_state_spec``."""
+        input_spec["full_action_spec"] = self.transform_action_spec(input_spec["full_action_spec"])
+        input_spec["full_state_spec"] = self.transform_state_spec(input_spec["full_state_spec"])
+        return input_spec
+
+    # ------------------------------------------------------------------ parenthood
+    @property
+    def container(self) -> Any:  # Any: a Compose or a TransformedEnv (defined downstream)
+        """The object holding this transform (a ``Compose`` or a ``TransformedEnv``), or ``None``."""
+        return self.__dict__["_container"]
+
+    @property
+    def parent(self) -> Any:  # Any: a TransformedEnv, built by the container
+        """The base env with every transform before this one, as a new ``TransformedEnv``.
+
+        ``None`` when the transform is not attached to an environment.
+        """
+        container = self.__dict__["_container"]
+        if container is None:
+            return None
+        return container._parent_of(self, ())
+
+    def set_container(self, container: Any) -> None:  # Any: a Compose or a TransformedEnv
+        """Register ``container`` as the holder of this transform.
+
+        Raises:
+            ValueError: if the transform already belongs to another container.
+        """
+        current = self.__dict__["_container"]
+        if current is not None and current is not container:
+            raise ValueError(
+                f"{type(self).__name__} already belongs to a {type(current).__name__}; a "
+                f"transform has a single parent. Attach a parentless copy instead: "
+                f"transform.clone()."
+            )
+        self.__dict__["_container"] = container
+        self._clear_cache()
+
+    def reset_parent(self) -> None:
+        """Detach the transform from its container."""
+        self.__dict__["_container"] = None
+        self._clear_cache()
+
+    def _clear_cache(self) -> None:
+        """Forget everything derived from the parent env (keys, specs)."""
+        self.__dict__["_lazy"] = {}
+
+    def _container_changed(self) -> None:
+        """Called by a container when the chain around this transform changed."""
+        self._clear_cache()
+
+    def clone(self) -> Transform:
+        """A parentless deep copy that shares this transform's buffers and parameters."""
+        state = self.__dict__
+        container = state["_container"]
+        state["_container"] = None
+        try:
+            memo: dict[int, Any] = {id(t): t for t in (*self.buffers(), *self.parameters())}
+            out = copy.deepcopy(self, memo)
+        finally:
+            state["_container"] = container
+        out._clear_cache()
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(in_keys={self.in_keys}, out_keys={self.out_keys}, "
+            f"in_keys_inv={self.in_keys_inv}, out_keys_inv={self.out_keys_inv})"
+        )
+
+
+class _CallableTransform(Transform):
+    """Wrap a plain ``td -> td`` callable so it runs as a transform."""
+
+    def __init__(self, fn: TDCallable) -> None:
+        super().__init__()
+        self.fn = fn
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return self.fn(next_tensordict)
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        return self.fn(tensordict_reset)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(fn={self.fn!r})"
+
+
+def as_transform(obj: Transform | TDCallable) -> Transform:
+    """Return ``obj`` when it is a :class:`Transform`, else wrap the callable.
+
+    Raises:
+        TypeError: if ``obj`` is neither a transform nor callable.
+    """
+    if isinstance(obj, Transform):
+        return obj
+    if callable(obj):
+        return _CallableTransform(obj)
+    raise TypeError(
+        f"Expected a Transform or a callable tensordict -> tensordict, got "
+        f"{type(obj).__name__}. Wrap the operation in a function or a Transform subclass."
+    )
+
+
+class Compose(Transform):
+    """Composes a chain of transforms.
+
+    Forward calls run the transforms in order; inverse calls in reverse order. Any
+    ``td -> td`` callable may be given in place of a transform.
+
+    Args:
+        *transforms (Transform or callable): the transforms, innermost first.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_transforms import RewardScaling, RewardClipping
+        >>> t = Compose(RewardScaling(loc=0.0, scale=10.0), RewardClipping(-1.0, 1.0))
+        >>> t(TensorDict({"reward": torch.tensor([0.05, 0.5])}))["reward"]
+        tensor([0.5000, 1.0000])
+        >>> len(t), isinstance(t[1:], Compose), t[1:][0] is t[1]
+        (2, True, False)
+    """
+
+    def __init__(self, *transforms: Transform | TDCallable) -> None:
+        super().__init__()
+        items = [as_transform(t) for t in transforms]
+        for t in items:
+            t.set_container(self)
+        self.transforms = nn.ModuleList(items)
+
+    # ------------------------------------------------------------------ chain
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        for t in self.transforms:
+            next_tensordict = t._call(next_tensordict)
+        return next_tensordict
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        for t in self.transforms:
+            next_tensordict = t._step(tensordict, next_tensordict)
+        return next_tensordict
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        for t in self.transforms:
+            tensordict_reset = t._reset(tensordict, tensordict_reset)
+        return tensordict_reset
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        for t in reversed(self.transforms):
+            tensordict = t._inv_call(tensordict)
+        return tensordict
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        for t in self.transforms:
+            tensordict = t(tensordict)
+        return tensordict
+
+    def inv(self, tensordict: TensorDictBase) -> TensorDictBase:
+        return self._inv_call(tensordict.copy())
+
+    def _has_inverse(self) -> bool:
+        return any(t._has_inverse() for t in self.transforms)
+
+    def set_missing_tolerance(self, mode: bool = False) -> None:
+        super().set_missing_tolerance(mode)
+        for t in self.transforms:
+            t.set_missing_tolerance(mode)
+
+    # ------------------------------------------------------------------ specs
+    def transform_output_spec(self, output_spec: Composite) -> Composite:
+        for t in self.transforms:
+            output_spec = t.transform_output_spec(output_spec)
+        return output_spec
+
+    def transform_input_spec(self, input_spec: Composite) -> Composite:
+        for t in self.transforms:
+            input_spec = t.transform_input_spec(input_spec)
+        return input_spec
+
+    def _chain_spec(self, hook: str, spec: Composite) -> Composite:
+        for t in self.transforms:
+            spec = getattr(t, hook)(spec)
+        return spec
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        return self._chain_spec("transform_observation_spec", observation_spec)
+
+    def transform_reward_spec(self, reward_spec: Composite) -> Composite:
+        return self._chain_spec("transform_reward_spec", reward_spec)
+
+    def transform_done_spec(self, done_spec: Composite) -> Composite:
+        return self._chain_spec("transform_done_spec", done_spec)
+
+    def transform_action_spec(self, action_spec: Composite) -> Composite:
+        return self._chain_spec("transform_action_spec", action_spec)
+
+    def transform_state_spec(self, state_spec: Composite) -> Composite:
+        return self._chain_spec("transform_state_spec", state_spec)
+
+    # ------------------------------------------------------------------ container
+    def _parent_of(self, child: Transform, tail: Sequence[Transform]) -> Any:  # Any: TransformedEnv
+        container = self.__dict__["_container"]
+        if container is None:
+            return None
+        index = self._index_of(child)
+        return container._parent_of(self, [*self.transforms[:index], *tail])
+
+    def _index_of(self, child: Transform) -> int:
+        for i, t in enumerate(self.transforms):
+            if t is child:
+                return i
+        raise ValueError(f"{type(child).__name__} is not part of this Compose.")
+
+    def _clear_cache(self) -> None:
+        super()._clear_cache()
+        for t in self.__dict__.get("_modules", {}).get("transforms", ()):
+            t._clear_cache()
+
+    def _notify(self) -> None:
+        self._clear_cache()
+        container = self.__dict__["_container"]
+        if container is not None:
+            container._container_changed()
+
+    def _container_changed(self) -> None:
+        self._notify()
+
+    def append(self, transform: Transform | TDCallable) -> None:
+        """Add ``transform`` at the end of the chain (outermost).
+
+        Raises:
+            ValueError: if ``transform`` already has a parent.
+        """
+        transform = as_transform(transform)
+        transform.set_container(self)
+        self.transforms.append(transform)
+        self._notify()
+
+    def insert(self, index: int, transform: Transform | TDCallable) -> None:
+        """Insert ``transform`` at position ``index`` (negative indices allowed).
+
+        Raises:
+            ValueError: if ``transform`` already has a parent.
+            IndexError: if ``index`` is out of range.
+        """
+        transform = as_transform(transform)
+        size = len(self.transforms)
+        if not -size <= index <= size:
+            raise IndexError(
+                f"Compose.insert expected an index in [{-size}, {size}] for a chain of "
+                f"{size} transforms, got {index}."
+            )
+        transform.set_container(self)
+        items = list(self.transforms)
+        items.insert(index, transform)
+        self.transforms = nn.ModuleList(items)
+        self._notify()
+
+    def __getitem__(self, item: int | slice | Sequence[int]) -> Transform:
+        if isinstance(item, int):
+            return self.transforms[item]
+        if isinstance(item, slice):
+            return Compose(*[t.clone() for t in self.transforms[item]])
+        return Compose(*[self.transforms[i].clone() for i in item])
+
+    def __iter__(self) -> Iterator[Transform]:
+        return iter(self.transforms)
+
+    def __len__(self) -> int:
+        return len(self.transforms)
+
+    def __repr__(self) -> str:
+        inner = ",\n    ".join(repr(t) for t in self.transforms)
+        return f"Compose(\n    {inner})" if inner else "Compose()"

@@ -1,0 +1,213 @@
+"""``TransformedEnv``: a base environment seen through a chain of transforms.
+
+Specs are computed once (base specs passed through ``transform_output_spec`` /
+``transform_input_spec``) and recomputed when the chain changes. A step runs the
+inverse transforms (outermost first), the base env's ``step`` and the forward
+transforms; a reset runs the base env's ``reset`` then every transform's ``_reset``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tensordict import TensorDict, TensorDictBase
+
+from rl_envs_core import EnvBase
+from rl_transforms._base import Compose, TDCallable, Transform, as_transform
+from rl_transforms._key_lists import set_unlocked
+
+
+class TransformedEnv(EnvBase):
+    """A transformed_in environment.
+
+    Args:
+        base_env (EnvBase): the environment to wrap.
+        transform (Transform or callable, optional): the transform(s) to apply.
+            Defaults to ``None`` (an empty :class:`Compose`).
+        cache_specs (bool, optional): compute the transformed specs once and keep them
+            until the chain changes. Defaults to ``True``.
+
+    Keyword Args:
+        auto_unwrap (bool, optional): when ``base_env`` is itself a ``TransformedEnv``,
+            wrap its base env with clones of its transforms followed by ``transform``
+            instead of nesting. Defaults to ``True``.
+        **kwargs: passed to :class:`EnvBase` (``allow_done_after_reset``,
+            ``run_type_checks``, ``spec_locked``). The device is the base env's.
+
+    Raises:
+        TypeError: if ``base_env`` is not an ``EnvBase``.
+        ValueError: if ``transform`` already belongs to another environment.
+
+    Examples:
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> from rl_transforms import StepCounter, RewardSum
+        >>> env = TransformedEnv(CountingEnv(max_steps=3), Compose(StepCounter(), RewardSum()))
+        >>> data = env.rollout(5)
+        >>> data["next", "step_count"].squeeze(-1)
+        tensor([1, 2, 3])
+        >>> data["next", "episode_reward"].squeeze(-1)
+        tensor([1., 2., 3.])
+        >>> env.transform[-1].parent.transform[0] is env.transform[0]
+        False
+    """
+
+    def __init__(
+        self,
+        base_env: EnvBase,
+        transform: Transform | TDCallable | None = None,
+        cache_specs: bool = True,
+        *,
+        auto_unwrap: bool | None = None,
+        **kwargs: bool,
+    ) -> None:
+        if not isinstance(base_env, EnvBase):
+            raise TypeError(
+                f"TransformedEnv expected base_env to be an EnvBase, got "
+                f"{type(base_env).__name__}. Wrap your environment in an EnvBase subclass first."
+            )
+        transform = Compose() if transform is None else as_transform(transform)
+        if isinstance(base_env, TransformedEnv) and auto_unwrap is not False:
+            inner = [t.clone() for t in _as_list(base_env.transform)]
+            transform = Compose(*inner, transform)
+            base_env = base_env.base_env
+        kwargs.setdefault("spec_locked", base_env.is_spec_locked)
+        super().__init__(device=base_env.device, batch_size=base_env.batch_size, **kwargs)
+        self.__dict__["_cache_specs"] = cache_specs
+        self.base_env = base_env
+        self._set_transform(transform)
+
+    # ------------------------------------------------------------------ transform chain
+    def __setattr__(self, name: str, value: Any) -> None:  # Any: any attribute value
+        if name == "transform":
+            self._set_transform(value)
+        else:
+            super().__setattr__(name, value)
+
+    @property
+    def transform(self) -> Transform:
+        """The transform (often a :class:`Compose`) applied to the base env."""
+        return self.__dict__["_t"]
+
+    def _set_transform(self, transform: Transform | TDCallable) -> None:
+        transform = as_transform(transform)
+        old = self.__dict__.get("_t")
+        transform.set_container(self)
+        if old is not None and old is not transform:
+            old.reset_parent()
+        self._modules["transform"] = transform
+        self.__dict__["_t"] = transform
+        if self.device is not None:
+            transform.to(self.device)
+        self._container_changed()
+
+    def _container_changed(self) -> None:
+        transform = self.__dict__["_t"]
+        transform._clear_cache()
+        self.__dict__["_has_inv"] = transform._has_inverse()
+        self._compute_specs()
+
+    def _compute_specs(self) -> None:
+        base = self.base_env
+        transform = self.__dict__["_t"]
+        output_spec = transform.transform_output_spec(set_unlocked(base.output_spec.clone()))
+        input_spec = transform.transform_input_spec(set_unlocked(base.input_spec.clone()))
+        self.__dict__["_output_spec"] = output_spec
+        self.__dict__["_input_spec"] = input_spec
+        self.set_spec_lock_(self.is_spec_locked)
+
+    def _parent_of(self, child: Transform, tail: Sequence[Transform]) -> TransformedEnv:
+        return TransformedEnv(
+            self.base_env, Compose(*[t.clone() for t in tail]), auto_unwrap=False
+        )
+
+    def append_transform(self, transform: Transform | TDCallable) -> TransformedEnv:
+        """Append ``transform`` (outermost) and return the env.
+
+        Raises:
+            ValueError: if ``transform`` already has a parent.
+        """
+        self._as_compose().append(transform)
+        return self
+
+    def insert_transform(self, index: int, transform: Transform | TDCallable) -> TransformedEnv:
+        """Insert ``transform`` at ``index`` in the chain and return the env.
+
+        Raises:
+            ValueError: if ``transform`` already has a parent.
+            IndexError: if ``index`` is out of range.
+        """
+        self._as_compose().insert(index, transform)
+        return self
+
+    def _as_compose(self) -> Compose:
+        current = self.__dict__["_t"]
+        if isinstance(current, Compose):
+            return current
+        current.reset_parent()
+        self.__dict__["_t"] = None
+        compose = Compose(current)
+        self._set_transform(compose)
+        return compose
+
+    # ------------------------------------------------------------------ env API
+    @property
+    def batch_locked(self) -> bool:  # type: ignore[override]
+        """Whether the batch size is fixed (that of the base env)."""
+        return self.base_env.batch_locked
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        transform = self.__dict__["_t"]
+        state = tensordict
+        if self.__dict__["_has_inv"]:
+            state = transform._inv_call(tensordict.copy())
+        next_tensordict = self.base_env.step(state).get("next")
+        return transform._step(tensordict, next_tensordict)
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:  # Any: backend kwargs
+        base_input = tensordict.copy() if tensordict is not None else None
+        out = self.base_env.reset(base_input, **kwargs)
+        if tensordict is None:
+            tensordict = TensorDict(batch_size=self.batch_size, device=self.device)
+        return self.__dict__["_t"]._reset(tensordict, out)
+
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
+        """Seed the base env; returns the next seed of the chain."""
+        return self.base_env.set_seed(seed, static_seed)
+
+    def _set_seed(self, seed: int | None) -> None:
+        self.base_env.set_seed(seed, static_seed=True)
+
+    def to(self, *args: Any, **kwargs: Any) -> TransformedEnv:  # Any: mirrors nn.Module.to
+        """Move the base env and the transforms; specs are recomputed."""
+        self.base_env.to(*args, **kwargs)
+        super().to(*args, **kwargs)
+        self._compute_specs()
+        return self
+
+    def empty_cache(self) -> None:
+        """Recompute the transformed specs and forget the cached key lists."""
+        self.__dict__["_t"]._clear_cache()
+        self._compute_specs()
+
+    def close(self) -> None:
+        """Close the base env."""
+        self.base_env.close()
+        self.is_closed = True
+
+    def __getattr__(self, name: str) -> Any:  # Any: forwarded attribute of the base env
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            base = self.__dict__.get("_modules", {}).get("base_env")
+            if base is None or name.startswith("__"):
+                raise
+            return getattr(base, name)
+
+    def __repr__(self) -> str:
+        return f"TransformedEnv(\n    env={self.base_env!r},\n    transform={self.transform!r})"
+
+
+def _as_list(transform: Transform) -> list[Transform]:
+    return list(transform) if isinstance(transform, Compose) else [transform]
+

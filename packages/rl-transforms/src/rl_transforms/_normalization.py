@@ -1,0 +1,404 @@
+"""Normalisation: :class:`ObservationNorm` (fixed affine map) and the running-statistics
+normalisers :class:`VecNorm` and :class:`VecNormV2`."""
+
+from __future__ import annotations
+
+import torch
+from tensordict import NestedKey, TensorDict, TensorDictBase
+
+from rl_transforms._base import Transform
+from rl_transforms._key_lists import KeyArg, key_list
+from rl_transforms._specs_compat import Bounded, TensorSpec, Unbounded
+
+
+def _as_buffer(value: float | torch.Tensor | None) -> torch.Tensor | None:
+    if value is None:
+        return None
+    return torch.as_tensor(value, dtype=torch.get_default_dtype()).clone()
+
+
+class ObservationNorm(Transform):
+    """Observation affine transformation layer.
+
+    With ``standard_normal=False`` the output is ``obs * scale + loc``; with
+    ``standard_normal=True`` it is ``(obs - loc) / scale``. The inverse applies the
+    opposite map (for ``in_keys_inv``).
+
+    Args:
+        loc (float or torch.Tensor, optional): the location. Defaults to ``None`` (set
+            by :meth:`init_stats`).
+        scale (float or torch.Tensor, optional): the scale. Defaults to ``None`` (set
+            by :meth:`init_stats`).
+        in_keys (sequence of NestedKey, optional): entries to normalise. Defaults to
+            ``["observation"]``.
+        out_keys (sequence of NestedKey, optional): destination entries. Defaults to ``in_keys``.
+        in_keys_inv (sequence of NestedKey, optional): base-side inverse entries. Defaults to ``[]``.
+        out_keys_inv (sequence of NestedKey, optional): policy-side inverse entries.
+            Defaults to ``in_keys_inv``.
+        standard_normal (bool, optional): see above. Defaults to ``False``.
+        eps (float, optional): lower bound of the scale computed by :meth:`init_stats`.
+            Defaults to ``1e-8``.
+
+    Raises:
+        RuntimeError: if used before ``loc`` and ``scale`` are known.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = ObservationNorm(loc=1.0, scale=2.0, standard_normal=True)
+        >>> t(TensorDict({"observation": torch.tensor([3.0, 5.0])}))["observation"]
+        tensor([1., 2.])
+    """
+
+    def __init__(
+        self,
+        loc: float | torch.Tensor | None = None,
+        scale: float | torch.Tensor | None = None,
+        in_keys: KeyArg = None,
+        out_keys: KeyArg = None,
+        in_keys_inv: KeyArg = None,
+        out_keys_inv: KeyArg = None,
+        standard_normal: bool = False,
+        eps: float = 1e-8,
+    ) -> None:
+        super().__init__(
+            in_keys if in_keys is not None else ["observation"], out_keys, in_keys_inv, out_keys_inv
+        )
+        self.standard_normal = standard_normal
+        self.eps = eps
+        self.register_buffer("loc", _as_buffer(loc))
+        self.register_buffer("scale", _as_buffer(scale))
+
+    @property
+    def initialized(self) -> bool:
+        """Whether ``loc`` and ``scale`` are set."""
+        return self.loc is not None and self.scale is not None
+
+    def _check_initialized(self) -> None:
+        if not self.initialized:
+            raise RuntimeError(
+                "ObservationNorm has no loc/scale yet. Pass loc= and scale= to the "
+                "constructor, or call transform.init_stats(num_iter) once it is in an env."
+            )
+
+    def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
+        self._check_initialized()
+        if self.standard_normal:
+            return (obs - self.loc) / self.scale
+        return obs * self.scale + self.loc
+
+    def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
+        self._check_initialized()
+        if self.standard_normal:
+            return state * self.scale + self.loc
+        return (state - self.loc) / self.scale
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        if isinstance(spec, Bounded) and self.initialized:
+            low, high = self._apply_transform(spec.low), self._apply_transform(spec.high)
+            return Bounded(
+                low=torch.minimum(low, high), high=torch.maximum(low, high),
+                shape=spec.shape, dtype=spec.dtype, device=spec.device,
+            )
+        return spec.clone()
+
+    def init_stats(
+        self,
+        num_iter: int,
+        reduce_dim: int | tuple[int, ...] = 0,
+        cat_dim: int | None = None,
+        key: NestedKey | None = None,
+        keep_dims: tuple[int, ...] | None = None,
+    ) -> None:
+        """Set ``loc`` and ``scale`` from ``num_iter`` random steps of the parent env.
+
+        Args:
+            num_iter (int): the number of steps collected.
+            reduce_dim (int or tuple of int, optional): dims reduced to compute the
+                statistics, dim 0 being the samples. Defaults to ``0``.
+            cat_dim (int, optional): accepted for compatibility: steps (and batch
+                elements) are always gathered along dim 0. Defaults to ``None``.
+            key (NestedKey, optional): the entry used. Defaults to the single in_key.
+            keep_dims (tuple of int, optional): reduced dims kept with size one.
+                Defaults to ``None``.
+
+        Raises:
+            RuntimeError: if the transform has no parent env.
+            ValueError: if ``key`` is ambiguous or ``num_iter`` is too small.
+        """
+        parent = self.parent
+        if parent is None:
+            raise RuntimeError(
+                "ObservationNorm.init_stats needs the transform in an env: build "
+                "TransformedEnv(env, ObservationNorm(...)) first."
+            )
+        if key is None:
+            if len(self.in_keys) != 1:
+                raise ValueError(
+                    f"ObservationNorm.init_stats needs key= when there are several in_keys, "
+                    f"got in_keys={self.in_keys}."
+                )
+            key = self.in_keys[0]
+        rollout = parent.rollout(num_iter, break_when_any_done=False)
+        values = rollout.get(("next", key))
+        values = values.reshape(-1, *values.shape[rollout.batch_dims :])
+        if values.shape[0] < 2:
+            raise ValueError(
+                f"ObservationNorm.init_stats needs at least 2 samples, got {values.shape[0]}. "
+                f"Increase num_iter."
+            )
+        mean = values.mean(reduce_dim, keepdim=True)
+        std = values.std(reduce_dim, keepdim=True).clamp_min(self.eps)
+        keep = set(keep_dims or ())
+        dims = [reduce_dim] if isinstance(reduce_dim, int) else list(reduce_dim)
+        for d in sorted((d % values.ndim for d in dims), reverse=True):
+            if d not in keep:
+                mean, std = mean.squeeze(d), std.squeeze(d)
+        if self.standard_normal:
+            self.loc, self.scale = mean, std
+        else:
+            self.loc, self.scale = -mean / std, 1.0 / std
+        container = self.container
+        if container is not None:
+            container._container_changed()
+
+    def __repr__(self) -> str:
+        return (
+            f"ObservationNorm(in_keys={self.in_keys}, standard_normal={self.standard_normal}, "
+            f"initialized={self.initialized})"
+        )
+
+
+def _mean_std(stats: TensorDictBase, eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    count = stats.get("count").clamp_min(1.0)
+    mean = stats.get("sum") / count
+    var = (stats.get("ssq") / count - mean.pow(2)).clamp_min(0.0)
+    return mean, var.sqrt().clamp_min(eps)
+
+
+class _RunningStats(Transform):
+    """Shared machinery: per-key running sums with exponential decay, and a lock flag."""
+
+    def __init__(
+        self, in_keys: list[NestedKey], out_keys: KeyArg, *, decay: float, eps: float,
+        shared: TensorDictBase | None, lock: object,
+    ) -> None:
+        super().__init__(in_keys, out_keys)
+        if not 0.0 < decay <= 1.0:
+            raise ValueError(
+                f"{type(self).__name__} expected 0 < decay <= 1, got decay={decay}. Use e.g. decay=0.9999."
+            )
+        self.decay = decay
+        self.eps = eps
+        self.lock = lock
+        self.frozen = False
+        self._td = shared
+
+    def _stats(self, key: NestedKey, value: torch.Tensor, batch_dims: int) -> TensorDictBase:
+        td = self._td
+        if td is None:
+            td = self._td = TensorDict()
+        entry = td.get(key, None)
+        if entry is None:
+            shape = value.shape[batch_dims:]
+            zeros = torch.zeros(shape, dtype=torch.float64, device=value.device)
+            entry = TensorDict(
+                {"sum": zeros, "ssq": zeros.clone(), "count": torch.zeros((), dtype=torch.float64)}, []
+            )
+            td.set(key, entry)
+        return entry
+
+    def _moments(self, key: NestedKey, value: torch.Tensor, batch_dims: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Update the statistics of ``key`` with ``value`` (unless frozen); return mean and std."""
+        stats = self._stats(key, value, batch_dims)
+        if not self.frozen:
+            flat = value.reshape(-1, *value.shape[batch_dims:]).to(torch.float64)
+            decay = self.decay
+            stats.get("sum").mul_(decay).add_(flat.sum(0))
+            stats.get("ssq").mul_(decay).add_(flat.pow(2).sum(0))
+            stats.get("count").mul_(decay).add_(flat.shape[0])
+        return _mean_std(stats, self.eps)
+
+    def _normalize(self, key: NestedKey, value: torch.Tensor, batch_dims: int) -> torch.Tensor:
+        mean, std = self._moments(key, value, batch_dims)
+        return ((value - mean) / std).to(value.dtype if value.is_floating_point() else torch.float32)
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        batch_dims = next_tensordict.batch_dims
+        for in_key, out_key in zip(self._in_keys, self._out_keys):
+            value = next_tensordict.get(in_key, None)
+            if value is None:
+                if self._missing_tolerance:
+                    continue
+                raise KeyError(
+                    f"{type(self).__name__} expected {in_key!r} in the data, got "
+                    f"{sorted(map(str, next_tensordict.keys(True, True)))}. Fix in_keys."
+                )
+            next_tensordict.set(out_key, self._normalize(in_key, value, batch_dims))
+        return next_tensordict
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        dtype = spec.dtype if spec.dtype.is_floating_point else torch.float32
+        return Unbounded(shape=spec.shape, dtype=dtype, device=spec.device)
+
+    def freeze(self) -> _RunningStats:
+        """Stop updating the statistics; returns the transform."""
+        self.frozen = True
+        return self
+
+    def unfreeze(self) -> _RunningStats:
+        """Resume updating the statistics; returns the transform."""
+        self.frozen = False
+        return self
+
+    def frozen_copy(self) -> _RunningStats:
+        """A parentless, frozen copy reading the same (shared) statistics."""
+        out = self.clone()
+        out._td = self._td
+        return out.freeze()
+
+    def get_extra_state(self) -> dict:
+        return {"stats": self._td.to_dict() if self._td is not None else None, "frozen": self.frozen}
+
+    def set_extra_state(self, state: dict) -> None:
+        stats = state.get("stats")
+        if stats is not None:
+            loaded = TensorDict(stats, [])
+            if self._td is None:
+                self._td = loaded
+            else:
+                self._td.update_(loaded) if set(loaded.keys(True, True)) == set(self._td.keys(True, True)) else self._td.update(loaded)
+        self.frozen = bool(state.get("frozen", False))
+
+    def clone(self) -> _RunningStats:
+        out = super().clone()
+        out._td = self._td
+        return out
+
+    def to_observation_norm(self) -> ObservationNorm:
+        """An :class:`ObservationNorm` applying the current statistics (one in_key only).
+
+        Raises:
+            RuntimeError: if there are several keys or no statistics yet.
+        """
+        if len(self._in_keys) != 1 or self._td is None or self._td.get(self._in_keys[0], None) is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.to_observation_norm needs exactly one in_key with "
+                f"collected statistics, got in_keys={self._in_keys}. Run some steps first."
+            )
+        mean, std = _mean_std(self._td.get(self._in_keys[0]), self.eps)
+        return ObservationNorm(
+            loc=mean.float(), scale=std.float(), in_keys=self._in_keys, out_keys=self._out_keys,
+            standard_normal=True,
+        )
+
+
+class VecNorm(_RunningStats):
+    """Moving average normalization layer for torchrl environments.
+
+    Keeps decayed running sums of each entry (shared between clones and through
+    ``shared_td``) and outputs ``(x - mean) / std``.
+
+    Args:
+        in_keys (sequence of NestedKey, optional): entries to normalise. Defaults to
+            ``["observation", "reward"]``.
+        out_keys (sequence of NestedKey, optional): destination entries. Defaults to ``in_keys``.
+        shared_td (TensorDictBase, optional): statistics shared with other instances.
+            Defaults to ``None``.
+        lock (object, optional): a lock guarding shared updates. Defaults to ``None``.
+        decay (float, optional): decay of the running sums. Defaults to ``0.9999``.
+        eps (float, optional): lower bound of the standard deviation. Defaults to ``1e-4``.
+        shapes (list of torch.Size, optional): unused; shapes are inferred. Defaults to ``None``.
+
+    Raises:
+        ValueError: if ``decay`` is not in ``(0, 1]``.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = VecNorm(in_keys=["obs"], decay=1.0)
+        >>> out = t(TensorDict({"obs": torch.tensor([[1.0], [3.0]])}, [2]))["obs"]
+        >>> out.squeeze(-1)
+        tensor([-1.,  1.])
+    """
+
+    def __init__(
+        self,
+        in_keys: KeyArg = None,
+        out_keys: KeyArg = None,
+        shared_td: TensorDictBase | None = None,
+        lock: object = None,
+        decay: float = 0.9999,
+        eps: float = 1e-4,
+        shapes: list[torch.Size] | None = None,
+    ) -> None:
+        keys = key_list(in_keys, owner="VecNorm", name="in_keys") if in_keys is not None else ["observation", "reward"]
+        super().__init__(keys, out_keys, decay=decay, eps=eps, shared=shared_td, lock=lock)
+        self.shapes = shapes
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        return self._call_tolerant(tensordict_reset)
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return self._call(next_tensordict)
+
+
+class VecNormV2(_RunningStats):
+    """A class for normalizing vectorized observations and rewards in reinforcement learning environments.
+
+    Like :class:`VecNorm`, but the statistics live on the transform (``stateful=True``)
+    and a reward key is normalised by its running standard deviation only (no centring).
+
+    Args:
+        in_keys (sequence of NestedKey): entries to normalise.
+        out_keys (sequence of NestedKey, optional): destination entries. Defaults to ``in_keys``.
+
+    Keyword Args:
+        lock (object, optional): a lock guarding shared updates. Defaults to ``None``.
+        stateful (bool, optional): keep statistics on the transform. Defaults to ``True``.
+        decay (float, optional): decay of the running sums. Defaults to ``0.9999``.
+        eps (float, optional): lower bound of the standard deviation. Defaults to ``1e-4``.
+        shared_data (TensorDictBase, optional): statistics shared with other instances.
+            Defaults to ``None``.
+        reduce_batch_dims (bool, optional): accepted for compatibility; batch dims are
+            always reduced. Defaults to ``False``.
+
+    Raises:
+        ValueError: if ``stateful`` is ``False`` (only the stateful mode is provided).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = VecNormV2(in_keys=["obs"], decay=1.0)
+        >>> t(TensorDict({"obs": torch.tensor([[1.0], [3.0]])}, [2]))["obs"].squeeze(-1)
+        tensor([-1.,  1.])
+    """
+
+    def __init__(
+        self,
+        in_keys: KeyArg,
+        out_keys: KeyArg = None,
+        *,
+        lock: object = None,
+        stateful: bool = True,
+        decay: float = 0.9999,
+        eps: float = 1e-4,
+        shared_data: TensorDictBase | None = None,
+        reduce_batch_dims: bool = False,
+    ) -> None:
+        if not stateful:
+            raise ValueError(
+                "VecNormV2 supports stateful=True only (statistics kept on the transform). "
+                "Drop stateful=False."
+            )
+        keys = key_list(in_keys, owner="VecNormV2", name="in_keys")
+        super().__init__(keys, out_keys, decay=decay, eps=eps, shared=shared_data, lock=lock)
+        self.stateful = stateful
+        self.reduce_batch_dims = reduce_batch_dims
+
+    def _normalize(self, key: NestedKey, value: torch.Tensor, batch_dims: int) -> torch.Tensor:
+        last = key if isinstance(key, str) else key[-1]
+        if last != "reward":
+            return super()._normalize(key, value, batch_dims)
+        _, std = self._moments(key, value, batch_dims)
+        return (value / std).to(value.dtype)
