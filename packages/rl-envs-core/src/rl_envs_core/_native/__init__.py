@@ -2,4 +2,23 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from rl_envs_core._native._dreamer import DreamerDecoder, DreamerEnv
+from rl_envs_core._native._exploration import (
+    ExplorationType,
+    exploration_type,
+    set_exploration_type,
+)
+from rl_envs_core._native._model_based import ModelBasedEnvBase
+from rl_envs_core._native._pendulum import PendulumEnv
+from rl_envs_core._native._random_policy import RandomPolicy
+
+__all__: list[str] = [
+    "DreamerDecoder",
+    "DreamerEnv",
+    "ExplorationType",
+    "ModelBasedEnvBase",
+    "PendulumEnv",
+    "RandomPolicy",
+    "exploration_type",
+    "set_exploration_type",
+]
