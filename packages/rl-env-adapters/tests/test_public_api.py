@@ -24,6 +24,23 @@ def test_version_matches_distribution_metadata():
     assert rl_env_adapters.__version__ == metadata.version("rl-env-adapters")
 
 
+DOCUMENTED = sorted(
+    [
+        "GymEnv",
+        "GymWrapper",
+        "get_available_libraries",
+        "gym_backend",
+        "implement_for",
+        "register_gym_spec_conversion",
+        "set_gym_backend",
+    ]
+)
+
+
+def test_all_is_the_documented_list():
+    assert sorted(rl_env_adapters.__all__) == DOCUMENTED
+
+
 def test_all_names_resolve():
     missing = [name for name in rl_env_adapters.__all__ if not hasattr(rl_env_adapters, name)]
     assert missing == []

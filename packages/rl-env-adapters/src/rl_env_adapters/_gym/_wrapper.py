@@ -1,0 +1,332 @@
+"""``GymWrapper``: a gym / gymnasium env (single or vector) as a ``GymLikeEnv``.
+
+Specs come from the spaces (``_spaces.py``), values go through readers and writers
+compiled once per spec (``_arrays.py``). Vector envs are driven so that no step
+whose action the backend ignores is ever returned: partial resets use
+``reset(options={"reset_mask": ...})``; in gymnasium's SAME_STEP auto-reset mode the
+terminal observation is read from ``info["final_obs"]`` and the already-made reset
+observation is handed out at the next partial reset.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_env_adapters import _compat
+from rl_env_adapters._gym._arrays import make_reader, make_writer
+from rl_env_adapters._gym._backend import gym_backend
+from rl_env_adapters._gym._info import InfoDictReader
+from rl_env_adapters._gym._spaces import gym_space_to_spec
+from rl_envs_core import GymLikeEnv
+from rl_specs import Composite, Unbounded
+
+__all__ = ["GymWrapper"]
+
+# Any in this module: gym envs, spaces, observations and infos are library-defined.
+
+
+def _obs_spec(space: Any, key: str, **kwargs: Any) -> tuple[Composite, bool]:
+    """Spec of one env's observations as a Composite, and whether the space is a Dict."""
+    spec = gym_space_to_spec(space, **kwargs)
+    if isinstance(spec, Composite):
+        return spec, True
+    return Composite({key: spec}, shape=()), False
+
+
+class GymWrapper(GymLikeEnv):
+    """OpenAI Gym environment wrapper.
+
+    Works across gymnasium and the legacy gym. Vector envs (``gymnasium.vector.VectorEnv``)
+    are supported: the env batch size is their number of envs.
+
+    Args:
+        env (gym.Env): the environment to wrap.
+        categorical_action_encoding (bool, optional): ``Discrete`` spaces become
+            :class:`~rl_specs.Categorical` (index values) instead of
+            :class:`~rl_specs.OneHot`. Defaults to ``False``.
+
+    Keyword Args:
+        from_pixels (bool, optional): add the rendered frame to the observations, under
+            ``"pixels"``; the env must render ``rgb_array``. Defaults to ``False``.
+        pixels_only (bool, optional): with ``from_pixels``, return only the pixels.
+            Defaults to ``True``.
+        frame_skip (int, optional): repeat each action this many times, summing the
+            rewards; stops early at the end of an episode. Defaults to ``1``.
+        device (torch.device, optional): where the output data is put. Defaults to ``None``.
+        allow_done_after_reset (bool, optional): tolerate a done flag right after a
+            reset. Defaults to ``False``.
+        convert_actions_to_numpy (bool, optional): give the env numpy actions.
+            Defaults to ``True``.
+
+    Raises:
+        TypeError: if ``env`` is not a gym env, or one of its spaces has no conversion.
+
+    Examples:
+        >>> import gymnasium
+        >>> from rl_env_adapters import GymWrapper
+        >>> env = GymWrapper(gymnasium.make("Pendulum-v1"))
+        >>> _ = env.set_seed(0)
+        >>> data = env.rollout(3)
+        >>> data["next", "observation"].shape, data["action"].shape
+        (torch.Size([3, 3]), torch.Size([3, 1]))
+    """
+
+    git_url = "https://github.com/Farama-Foundation/Gymnasium"
+    libname = "gym"
+
+    def __init__(
+        self,
+        env: Any = None,
+        categorical_action_encoding: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if env is None:
+            env = kwargs.pop("env", None)
+        if env is None or not hasattr(env, "step") or not hasattr(env, "observation_space"):
+            raise TypeError(
+                f"{type(self).__name__} expected a gym(nasium) env with step() and "
+                f"observation_space, got {type(env).__name__}. Pass gymnasium.make(...) or use "
+                "GymEnv('<env id>')."
+            )
+        from_pixels = bool(kwargs.pop("from_pixels", False))
+        pixels_only = bool(kwargs.pop("pixels_only", True))
+        batched = _compat.is_vector_env(env)
+        if from_pixels and not _has_pixels(env):
+            if batched:
+                raise ValueError(
+                    "from_pixels=True on a vector env needs its sub-envs to carry the pixels "
+                    "already. Use GymEnv(env_id, num_envs=n, from_pixels=True), or wrap each "
+                    "sub-env with gymnasium.wrappers.AddRenderObservation(render_key='pixels')."
+                )
+            env = self._add_pixels(env, pixels_only)
+        state = self.__dict__
+        state["_categorical_action_encoding"] = bool(categorical_action_encoding)
+        state["from_pixels"] = from_pixels
+        state["pixels_only"] = pixels_only
+        state["_batched"] = batched
+        state["_autoreset_mode"] = _compat.autoreset_mode(env) if batched else None
+        kwargs.setdefault("batch_size", torch.Size([env.num_envs] if batched else []))
+        super().__init__(env=env, **kwargs)
+
+    @staticmethod
+    def _add_pixels(env: Any, pixels_only: bool) -> Any:
+        render_mode = getattr(env, "render_mode", None)
+        if render_mode != "rgb_array":
+            raise ValueError(
+                f"from_pixels=True needs an env rendering 'rgb_array' frames, got render_mode="
+                f"{render_mode!r}. Build it with gymnasium.make(..., render_mode='rgb_array')."
+            )
+        wrappers = gym_backend("wrappers")
+        return wrappers.AddRenderObservation(
+            env, render_only=pixels_only, render_key="pixels", obs_key="state"
+        )
+
+    # ------------------------------------------------------------------ specs
+    def _make_specs(self, env: Any) -> None:
+        batch = self.batch_size
+        obs_space = env.single_observation_space if self._batched else env.observation_space
+        act_space = env.single_action_space if self._batched else env.action_space
+        device = self.device
+        conv = {"categorical_action_encoding": self._categorical_action_encoding, "device": device}
+        key = "pixels" if self.from_pixels and self.pixels_only else "observation"
+        pick_pixels = self.from_pixels and self.pixels_only and _has_pixels(env)
+        if pick_pixels:  # the sub-envs carry state and pixels: keep the pixels only
+            obs_space = obs_space.spaces["pixels"]
+        obs_spec, obs_is_dict = _obs_spec(obs_space, key, **conv)
+        action_spec = gym_space_to_spec(act_space, remap_state_to_observation=False, **conv)
+        self.observation_spec = obs_spec.expand(*batch)
+        if isinstance(action_spec, Composite):
+            self.full_action_spec = action_spec.expand(*batch)
+        else:
+            self.action_spec = action_spec.expand(*batch, *action_spec.shape)
+        self.reward_spec = Unbounded(shape=(*batch, 1), device=device, dtype=torch.float32)
+        ndim = len(batch)
+        read = make_reader(obs_space, obs_spec if obs_is_dict else obs_spec[key], batch_dims=ndim)
+        state = self.__dict__
+        if obs_is_dict:
+            state["_read_obs"] = read
+        elif pick_pixels:
+            state["_read_obs"] = lambda obs: {key: read(obs["pixels"])}
+        else:
+            state["_read_obs"] = lambda obs: {key: read(obs)}
+        state["_write_action"] = make_writer(act_space, action_spec, batch_dims=ndim)
+        state["_action_key_cached"] = "action" if not isinstance(action_spec, Composite) else None
+        state["_pending_obs"] = None  # SAME_STEP: reset observations waiting for a reset call
+
+    def _init_env(self) -> None:
+        if self._batched and self._autoreset_mode not in (
+            _compat.NEXT_STEP,
+            _compat.SAME_STEP,
+            _compat.DISABLED,
+        ):
+            raise ValueError(
+                f"Unknown autoreset_mode {self._autoreset_mode!r} in the vector env metadata. "
+                "Expected one of gymnasium.vector.AutoresetMode: NextStep, SameStep, Disabled."
+            )
+
+    # ------------------------------------------------------------------ info
+    def set_info_dict_reader(
+        self,
+        info_dict_reader: Any = None,
+        ignore_private: bool = True,
+    ) -> GymWrapper:
+        """Register a reader of the ``info`` dicts; its specs join the observation spec.
+
+        Without a reader, one is built from the entries of the info returned by a
+        reset (numeric entries only; names starting with ``_`` are skipped when
+        ``ignore_private``), so this call resets the env.
+
+        Args:
+            info_dict_reader (callable, optional): ``reader(info, tensordict)``. Defaults
+                to ``None`` (discover the entries).
+            ignore_private (bool, optional): skip ``_``-prefixed entries when discovering.
+                Defaults to ``True``.
+
+        Examples:
+            >>> import gymnasium
+            >>> from rl_env_adapters import GymWrapper
+            >>> env = GymWrapper(gymnasium.make("CartPole-v1")).set_info_dict_reader()
+            >>> env.rollout(2)["next"].batch_size
+            torch.Size([2])
+        """
+        if info_dict_reader is None:
+            _, info = _compat.reset_result(self._env.reset())
+            info_dict_reader = InfoDictReader.from_info(
+                info, batch_size=self.batch_size, ignore_private=ignore_private
+            )
+        super().set_info_dict_reader(info_dict_reader)
+        info_spec = getattr(info_dict_reader, "info_spec", None)
+        if info_spec is not None and len(list(info_spec.keys())):
+            spec = self.full_observation_spec.clone()
+            spec.update(info_spec.to(self.device) if self.device is not None else info_spec)
+            self.observation_spec = spec
+        return self
+
+    # ------------------------------------------------------------------ step / reset
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        key = self._action_key_cached
+        action = tensordict.get(key) if key is not None else tensordict.get("action", tensordict)
+        if self._convert_actions_to_numpy:
+            action = self._write_action(action)
+        env_step = self._env.step
+        obs, reward, terminated, truncated, info = _compat.step_result(env_step(action))
+        for _ in range(self.wrapper_frame_skip - 1):
+            if np.any(terminated) or np.any(truncated):
+                break
+            obs, step_reward, terminated, truncated, info = _compat.step_result(env_step(action))
+            reward = reward + step_reward
+        if self._batched:
+            source = self._batched_outputs(obs, reward, terminated, truncated, info)
+        else:
+            source = self._read_obs(obs)
+            source["reward"] = torch.tensor((float(reward),))
+            terminated, truncated = bool(terminated), bool(truncated)
+            source["terminated"] = torch.tensor((terminated,))
+            source["truncated"] = torch.tensor((truncated,))
+            source["done"] = torch.tensor((terminated or truncated,))
+        out = TensorDict(source, batch_size=self.batch_size, device=self.device)
+        if self._info_dict_reader:
+            out = self.read_info(info, out)
+        return out
+
+    def _batched_outputs(
+        self,
+        obs: Any,
+        reward: Any,
+        terminated: Any,
+        truncated: Any,
+        info: Any,
+    ) -> dict[str, Any]:
+        done = np.logical_or(terminated, truncated)
+        source = self._read_obs(obs)
+        if self._autoreset_mode == _compat.SAME_STEP and done.any():
+            # obs holds the first observations of the new episodes: keep them for the
+            # coming partial reset and put the terminal observations in their place.
+            self.__dict__["_pending_obs"] = (done.copy(), source)
+            source = {**source}
+            final = self._read_obs(_final_obs(info, obs, done))
+            mask = torch.from_numpy(done)
+            source = _where(mask, final, source)
+        source["reward"] = torch.from_numpy(np.asarray(reward, dtype=np.float32)).unsqueeze(-1)
+        source["terminated"] = torch.from_numpy(np.asarray(terminated, dtype=bool)).unsqueeze(-1)
+        source["truncated"] = torch.from_numpy(np.asarray(truncated, dtype=bool)).unsqueeze(-1)
+        source["done"] = torch.from_numpy(done).unsqueeze(-1)
+        return source
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        mask = None
+        if self._batched and tensordict is not None:
+            reset = tensordict.get("_reset", None)
+            if reset is not None:
+                mask = reset.reshape(self.batch_size).cpu().numpy()
+        pending = self.__dict__["_pending_obs"]
+        if mask is not None and pending is not None and np.array_equal(mask, pending[0]):
+            self.__dict__["_pending_obs"] = None
+            source = pending[1]
+        else:
+            self.__dict__["_pending_obs"] = None
+            if mask is not None and not mask.all():
+                if not mask.any():
+                    return tensordict.exclude("_reset", "next")
+                options = dict(kwargs.pop("options", None) or {})
+                options["reset_mask"] = mask
+                kwargs["options"] = options
+            obs, info = _compat.reset_result(self._env.reset(**kwargs))
+            source = self._read_obs(obs)
+            if self._info_dict_reader:
+                out = TensorDict(source, batch_size=self.batch_size, device=self.device)
+                return self.read_info(info, out)
+        return TensorDict(source, batch_size=self.batch_size, device=self.device)
+
+    def _set_seed(self, seed: int | None) -> None:
+        self._env.reset(seed=seed)
+        self.__dict__["_pending_obs"] = None
+        space = getattr(self._env, "action_space", None)
+        if seed is not None and hasattr(space, "seed"):
+            space.seed(seed)
+
+
+def _has_pixels(env: Any) -> bool:
+    space = getattr(env, "single_observation_space", None) or env.observation_space
+    return "pixels" in getattr(space, "spaces", {})
+
+
+def _final_obs(info: Any, obs: Any, done: np.ndarray) -> Any:
+    """The terminal observations of a SAME_STEP vector step (``obs`` where not done)."""
+    final = info.get("final_obs", None) if hasattr(info, "get") else None
+    if final is None:
+        raise KeyError(
+            "A SAME_STEP vector env finished an episode but its info has no 'final_obs'. "
+            "Build the vector env with gymnasium >= 1.0 or use autoreset_mode=DISABLED."
+        )
+    if isinstance(obs, np.ndarray):
+        out = obs.copy()
+        for i in np.flatnonzero(done):
+            out[i] = final[i]
+        return out
+    if isinstance(obs, dict):
+        return {k: _final_obs({"final_obs": _pick(final, k)}, v, done) for k, v in obs.items()}
+    raise TypeError(
+        f"SAME_STEP terminal observations are read for array or dict observations, got "
+        f"{type(obs).__name__}. Use autoreset_mode=DISABLED for this vector env."
+    )
+
+
+def _pick(final: Any, key: str) -> np.ndarray:
+    """Per-env entry ``key`` of an object array of terminal dict observations."""
+    return np.array([None if f is None else f[key] for f in final], dtype=object)
+
+
+def _where(mask: torch.Tensor, new: dict, old: dict) -> dict:
+    out = {}
+    for key, value in old.items():
+        if isinstance(value, dict):
+            out[key] = _where(mask, new[key], value)
+        else:
+            m = mask.reshape(mask.shape + (1,) * (value.ndim - mask.ndim))
+            out[key] = torch.where(m, new[key], value)
+    return out

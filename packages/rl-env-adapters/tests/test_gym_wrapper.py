@@ -1,0 +1,192 @@
+"""GymWrapper: specs, done mapping, pixels, frame skip, seeding, info, vector envs."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_env_adapters import GymWrapper
+from rl_env_adapters._gym._info import InfoDictReader
+from rl_envs_core import check_env_specs
+from rl_specs import Categorical, OneHot
+
+gym = pytest.importorskip("gymnasium")
+AutoresetMode = gym.vector.AutoresetMode
+
+
+def _vector(env_id, mode, num_envs=2, **kwargs):
+    return gym.make_vec(
+        env_id,
+        num_envs=num_envs,
+        vectorization_mode="sync",
+        vector_kwargs={"autoreset_mode": mode},
+        **kwargs,
+    )
+
+
+def _assert_no_ignored_step(data, max_steps):
+    """Toy obs[1] counts steps: every transition advances it by one, ends at max_steps."""
+    t, t_next = data["observation"][..., 1], data["next", "observation"][..., 1]
+    assert torch.equal(t_next, t + 1)
+    done = data["next", "done"].squeeze(-1)
+    assert bool((t_next[done] == max_steps).all())
+    assert bool(done.any())
+
+
+class TestGymWrapper:
+    def test_specs_of_cartpole(self):
+        env = GymWrapper(gym.make("CartPole-v1"))
+        assert env.observation_spec["observation"].shape == (4,)
+        assert isinstance(env.action_spec, OneHot)
+        assert env.reward_spec.shape == (1,) and env.reward_spec.dtype == torch.float32
+        assert env.batch_size == ()
+
+    def test_categorical_action_encoding(self):
+        env = GymWrapper(gym.make("CartPole-v1"), categorical_action_encoding=True)
+        assert isinstance(env.action_spec, Categorical)
+        check_env_specs(env)
+
+    def test_rollout_shapes(self):
+        env = GymWrapper(gym.make("Pendulum-v1"))
+        data = env.rollout(5)
+        assert data.batch_size == (5,)
+        assert data["next", "reward"].shape == (5, 1)
+        assert set(data["next"].keys()) >= {
+            "observation",
+            "reward",
+            "done",
+            "terminated",
+            "truncated",
+        }
+
+    @pytest.mark.parametrize("truncate", [False, True])
+    def test_done_terminated_truncated(self, toy_env_id, truncate):
+        env = GymWrapper(gym.make(toy_env_id, truncate=truncate))
+        data = env.rollout(10)
+        assert data.batch_size == (3,)
+        last = data[-1]["next"]
+        assert last["done"].item()
+        assert last["terminated"].item() is not truncate
+        assert last["truncated"].item() is truncate
+
+    def test_seeding_is_deterministic(self):
+        env = GymWrapper(gym.make("Pendulum-v1"))
+
+        def run():
+            env.set_seed(3)
+            policy = lambda td: td.set("action", torch.ones(1))  # noqa: E731
+            return env.rollout(4, policy)["next", "observation"]
+
+        assert torch.equal(run(), run())
+
+    def test_frame_skip_sums_rewards_and_stops_at_done(self, toy_env_id):
+        env = GymWrapper(gym.make(toy_env_id, max_steps=3), frame_skip=2)
+        data = env.rollout(5)
+        assert data["next", "reward"].squeeze(-1).tolist() == [2.0, 1.0]
+
+    @pytest.mark.parametrize("pixels_only", [True, False])
+    def test_from_pixels(self, toy_env_id, pixels_only):
+        env = GymWrapper(
+            gym.make(toy_env_id, render_mode="rgb_array"), from_pixels=True, pixels_only=pixels_only
+        )
+        keys = set(env.observation_spec.keys())
+        assert keys == ({"pixels"} if pixels_only else {"pixels", "observation"})
+        data = env.rollout(2)
+        assert data["next", "pixels"].shape == (2, 4, 5, 3)
+        assert data["next", "pixels"][:, 0, 0, 0].tolist() == [1, 2]
+        check_env_specs(env)
+
+    def test_from_pixels_without_rgb_array_raises(self, toy_env_id):
+        with pytest.raises(ValueError, match="render_mode='rgb_array'"):
+            GymWrapper(gym.make(toy_env_id), from_pixels=True)
+
+    def test_device(self):
+        env = GymWrapper(gym.make("CartPole-v1"), device="cpu")
+        assert env.device == torch.device("cpu")
+        assert env.rollout(2)["next", "observation"].device == torch.device("cpu")
+
+    def test_not_an_env_raises(self):
+        with pytest.raises(TypeError, match=r"GymEnv\('<env id>'\)"):
+            GymWrapper("CartPole-v1")
+
+    def test_action_of_wrong_shape_raises(self):
+        env = GymWrapper(gym.make("CartPole-v1"))
+        data = env.reset().set("action", torch.zeros(3, dtype=torch.bool))
+        with pytest.raises(ValueError, match=r"should have shape \(2,\)"):
+            env.step(data)
+
+    def test_action_of_wrong_dtype_raises(self):
+        env = GymWrapper(gym.make("CartPole-v1"), categorical_action_encoding=True)
+        data = env.reset().set("action", torch.tensor(1.0))
+        with pytest.raises(TypeError, match="integer actions"):
+            env.step(data)
+
+
+class TestInfoDictReader:
+    def test_discovered_entries_get_specs(self, toy_env_id):
+        env = GymWrapper(gym.make(toy_env_id)).set_info_dict_reader()
+        assert set(env.observation_spec.keys()) == {"observation", "count"}
+        data = env.rollout(3)
+        assert data["next", "count"].tolist() == [1, 2, 3]
+        check_env_specs(env)
+
+    def test_private_entries_on_request(self, toy_env_id):
+        env = GymWrapper(gym.make(toy_env_id)).set_info_dict_reader(ignore_private=False)
+        assert "_private" in env.observation_spec.keys()
+
+    def test_explicit_reader(self, toy_env_id):
+        env = GymWrapper(gym.make(toy_env_id))
+        env.set_info_dict_reader(InfoDictReader(["count"]))
+        assert env.observation_spec["count"].dtype == torch.float32
+        assert env.rollout(2)["next", "count"].tolist() == [1.0, 2.0]
+
+    def test_missing_entry_raises(self):
+        reader = InfoDictReader(["lives"])
+        with pytest.raises(KeyError, match=r"no entry 'lives'.*Available entries: \['x'\]"):
+            reader({"x": 1}, TensorDict())
+
+    def test_batched(self, toy_env_id):
+        env = GymWrapper(_vector(toy_env_id, AutoresetMode.DISABLED)).set_info_dict_reader()
+        assert env.observation_spec["count"].shape == (2,)
+        assert env.rollout(2)["next", "count"].tolist() == [[1, 2], [1, 2]]
+
+
+class TestVectorEnvs:
+    @pytest.mark.parametrize(
+        "mode", [AutoresetMode.DISABLED, AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP]
+    )
+    def test_no_step_with_ignored_action(self, toy_env_id, mode):
+        env = GymWrapper(_vector(toy_env_id, mode, num_envs=3, max_steps=3))
+        assert env.batch_size == (3,)
+        data = env.rollout(10, break_when_any_done=False)
+        assert data.batch_size == (3, 10)
+        _assert_no_ignored_step(data, max_steps=3)
+
+    def test_uneven_episodes_reset_only_finished_envs(self, toy_env_id):
+        envs = [lambda n=n: gym.make(toy_env_id, max_steps=n) for n in (2, 3)]
+        vec = gym.vector.SyncVectorEnv(envs, autoreset_mode=AutoresetMode.NEXT_STEP)
+        data = GymWrapper(vec).rollout(7, break_when_any_done=False)
+        t_next = data["next", "observation"][..., 1]
+        assert t_next.tolist() == [[1, 2, 1, 2, 1, 2, 1], [1, 2, 3, 1, 2, 3, 1]]
+
+    def test_check_env_specs(self):
+        check_env_specs(GymWrapper(_vector("CartPole-v1", AutoresetMode.DISABLED)))
+
+    def test_vector_from_pixels_needs_pixels_in_sub_envs(self, toy_env_id):
+        vec = _vector(toy_env_id, AutoresetMode.DISABLED, render_mode="rgb_array")
+        with pytest.raises(ValueError, match="AddRenderObservation"):
+            GymWrapper(vec, from_pixels=True)
+
+    def test_unknown_autoreset_mode_raises(self, toy_env_id):
+        vec = _vector(toy_env_id, AutoresetMode.DISABLED)
+        vec.metadata = {**vec.metadata, "autoreset_mode": "sometimes"}
+        with pytest.raises(ValueError, match="Unknown autoreset_mode 'sometimes'"):
+            GymWrapper(vec)
+
+    def test_same_step_reads_final_obs(self, toy_env_id):
+        env = GymWrapper(_vector(toy_env_id, AutoresetMode.SAME_STEP, max_steps=1))
+        data = env.rollout(1)
+        assert data["next", "observation"][..., 1].tolist() == [[1.0], [1.0]]
+        assert np.all(data["next", "done"].numpy())
