@@ -8,7 +8,7 @@ import pytest
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
-from rl_envs_core import EnvBase, step_mdp
+from rl_envs_core import EnvBase, check_env_specs, step_mdp
 from rl_envs_core._specs_compat import Binary, Bounded, Composite, Unbounded
 from rl_envs_core.testing import CountingEnv
 
@@ -195,6 +195,9 @@ class TestRollout:
         assert sorted(data.keys()) == ["action", "done", "next", "observation", "terminated",
                                        "truncated"]
         assert [td["next", "observation"].shape[1] for td in data.tensordicts] == [2, 3, 4, 5, 6]
+
+    def test_check_env_specs_passes_with_dynamic_specs(self):
+        check_env_specs(EnvWithDynamicSpec())
 
     def test_dynamic_specs_are_detected(self):
         assert isinstance(EnvWithDynamicSpec().rollout(3), LazyStackedTensorDict)

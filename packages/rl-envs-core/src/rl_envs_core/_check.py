@@ -120,13 +120,22 @@ def check_env_specs(
         env.set_seed(seed)
     data = env.rollout(
         _ROLLOUT_STEPS,
-        return_contiguous=return_contiguous,
+        return_contiguous=False,
         tensordict=tensordict.clone() if tensordict is not None else None,
         auto_reset=tensordict is None,
         break_when_any_done=bool(break_when_any_done),
     )
     root_spec, next_spec, optional = _expected(env)
-    for index, step in enumerate(data.unbind(data.batch_dims - 1)):
+    steps = data.unbind(data.batch_dims - 1)
+    for index, step in enumerate(steps):
         nxt = step.get("next")
         _check_step(step.exclude("next"), index, root_spec, set(), "root", check_dtype)
         _check_step(nxt, index, next_spec, optional, "'next'", check_dtype)
+    if return_contiguous and not env._key_cache()["dynamic"]:
+        try:
+            torch.stack(list(steps), 0)
+        except (RuntimeError, KeyError) as err:
+            raise AssertionError(
+                f"The steps of the rollout cannot be stacked contiguously ({err}). Declare "
+                f"the dims that vary as -1 in the specs."
+            ) from err

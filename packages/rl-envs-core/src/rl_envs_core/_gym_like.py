@@ -181,6 +181,9 @@ class GymLikeEnv(EnvBase):
     def set_info_dict_reader(self, info_dict_reader: InfoReader | None = None) -> GymLikeEnv:
         """Register a callable ``reader(info, tensordict_out)``; returns the env.
 
+        When the reader has an ``info_spec`` (a ``Composite``), its entries are added
+        to the observation spec, so that the values it writes are declared.
+
         Raises:
             TypeError: if ``info_dict_reader`` is not callable.
         """
@@ -192,6 +195,12 @@ class GymLikeEnv(EnvBase):
                 f"{type(info_dict_reader).__name__}."
             )
         self._info_dict_reader.append(info_dict_reader)
+        info_spec = getattr(info_dict_reader, "info_spec", None)
+        if info_spec is not None:
+            observation_spec = self.full_observation_spec.clone()
+            observation_spec.unlock_()
+            observation_spec.update(info_spec.expand(*self.batch_size, *info_spec.shape))
+            self.full_observation_spec = observation_spec
         return self
 
     # ---------------------------------------------------------------- output transforms
@@ -232,7 +241,8 @@ class GymLikeEnv(EnvBase):
         names = set(spec.keys())
         out = {}
         for name, value in (("terminated", terminated), ("truncated", truncated), ("done", done)):
-            if name in names and value is not None:
+            if name in names:
+                value = np.zeros((), dtype=bool) if value is None else value
                 out[name] = encode_value(value, spec[name], self.batch_size)
         return out
 
