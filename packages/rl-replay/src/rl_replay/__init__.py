@@ -13,7 +13,16 @@ from rl_replay.checkpointers import (
     StorageCheckpointerBase,
     TensorStorageCheckpointer,
 )
-from rl_replay.samplers import PrioritizedSampler, RandomSampler, Sampler, SamplerWithoutReplacement
+from rl_replay.samplers import (
+    PrioritizedSampler,
+    PrioritizedSliceSampler,
+    RandomSampler,
+    Sampler,
+    SamplerEnsemble,
+    SamplerWithoutReplacement,
+    SliceSampler,
+    SliceSamplerWithoutReplacement,
+)
 from rl_replay.storages import (
     LazyMemmapStorage,
     LazyTensorStorage,
@@ -39,11 +48,15 @@ __all__ = [
     "ListStorageCheckpointer",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
+    "PrioritizedSliceSampler",
     "RandomSampler",
     "ReplayBuffer",
     "RoundRobinWriter",
     "Sampler",
+    "SamplerEnsemble",
     "SamplerWithoutReplacement",
+    "SliceSampler",
+    "SliceSamplerWithoutReplacement",
     "Storage",
     "StorageCheckpointerBase",
     "TensorDictMaxValueWriter",

@@ -296,9 +296,11 @@ class ReplayBuffer:
     def _sample_prefetched(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=self._prefetch)
-        while len(self._futures) < self._prefetch:
+        if not self._futures:
             self._futures.append((batch_size, self._executor.submit(self._sample, batch_size)))
         _, future = self._futures.popleft()
+        while len(self._futures) < self._prefetch:  # keep `prefetch` batches in flight
+            self._futures.append((batch_size, self._executor.submit(self._sample, batch_size)))
         return future.result()
 
     def __iter__(self) -> Iterator[Any]:
@@ -386,13 +388,41 @@ class ReplayBuffer:
         state = self.__dict__.copy()
         for name in ("_lock", "_executor", "_futures"):
             state.pop(name)
+        # Components may hold thread locks (samplers do); those cannot cross a process
+        # boundary, so they travel as markers and are recreated on the other side.
+        for name in ("_sampler", "_writer"):
+            state[name] = _LockFree(state[name])
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        for name in ("_sampler", "_writer"):
+            state[name] = state[name].restore()
         self.__dict__.update(state)
+        self._storage.attach(self._writer)
+        self._storage.attach(self._sampler)
         self._lock = threading.RLock()
         self._executor = None
         self._futures = deque()
+
+
+_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
+
+
+class _LockFree:
+    """A component pickled without its thread locks (fresh locks are made on restore)."""
+
+    def __init__(self, component: Any) -> None:
+        self.cls = type(component)
+        self.state = dict(component.__dict__)
+        self.locks = [name for name, value in self.state.items() if isinstance(value, _LOCK_TYPES)]
+        self.kinds = [isinstance(self.state.pop(name), type(threading.RLock())) for name in self.locks]
+
+    def restore(self) -> Any:
+        component = self.cls.__new__(self.cls)
+        for name, reentrant in zip(self.locks, self.kinds, strict=True):
+            self.state[name] = threading.RLock() if reentrant else threading.Lock()
+        component.__dict__.update(self.state)
+        return component
 
 
 # ---------------------------------------------------------------- helpers

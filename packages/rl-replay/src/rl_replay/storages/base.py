@@ -171,6 +171,13 @@ class Storage(abc.ABC):
             return flat
         return torch.unravel_index(flat, (self._len_along_dim0, *self.shape[1:]))
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Attached entities (samplers with thread locks) do not travel with the storage:
+        # the owner (a buffer) attaches its components again after unpickling.
+        state = self.__dict__.copy()
+        state["_attached_entities"] = []
+        return state
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(max_size={self.max_size}, len={len(self)})"
 

@@ -109,7 +109,8 @@ class ListStorage(Storage):
 
 def _positions(index: Any, length: int) -> list[int]:
     if isinstance(index, slice):
-        return list(range(length))[index]
+        stop = length if index.stop is None else max(length, index.stop)
+        return list(range(*index.indices(stop)))
     if isinstance(index, torch.Tensor):
         return index.reshape(-1).tolist()
     return [int(i) for i in index]

@@ -82,4 +82,4 @@ class LazyMemmapStorage(LazyTensorStorage):
                 "Pass existsok=True or choose another scratch_dir."
             )
         filename.parent.mkdir(parents=True, exist_ok=True)
-        return MemoryMappedTensor.empty(shape, dtype=dtype, filename=filename)
+        return MemoryMappedTensor.empty(shape, dtype=dtype, filename=filename, existsok=self.existsok)

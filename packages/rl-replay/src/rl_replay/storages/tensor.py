@@ -170,6 +170,8 @@ class TensorStorage(Storage):
             return shape[1:]
         if isinstance(cursor, torch.Tensor) and cursor.ndim == 1 and cursor.dtype != torch.bool:
             return torch.Size([cursor.shape[0], *shape[1:]])
+        if isinstance(cursor, slice) and cursor.step is None:
+            return torch.Size([len(range(shape[0])[cursor]), *shape[1:]])
         return torch.empty(shape, device="meta")[cursor].shape
 
     def set(self, cursor: Any, data: Any, *, set_cursor: bool = True) -> None:
@@ -190,8 +192,15 @@ class TensorStorage(Storage):
         if self._storage is None:
             self._init(data, cursor)
         pairs = self._layout.match(data, self._lead_shape(cursor))
-        for dest, value in pairs:
-            dest[cursor] = value
+        if isinstance(cursor, torch.Tensor) and cursor.ndim == 1 and cursor.dtype == torch.long:
+            for dest, value in pairs:
+                if value.dtype == dest.dtype and value.device == dest.device:
+                    dest.index_copy_(0, cursor, value)
+                else:
+                    dest[cursor] = value
+        else:
+            for dest, value in pairs:
+                dest[cursor] = value
         if set_cursor:
             self._grow(cursor)
 
@@ -204,7 +213,11 @@ class TensorStorage(Storage):
         layout = self._require_layout()
         if isinstance(index, list):
             index = torch.as_tensor(index, dtype=torch.long)
-        flat = {key: tensor[index] for key, tensor in zip(layout.keys, layout.tensors, strict=True)}
+        pairs = zip(layout.keys, layout.tensors, strict=True)
+        if isinstance(index, torch.Tensor) and index.ndim == 1 and index.dtype == torch.long:
+            flat = {key: tensor.index_select(0, index) for key, tensor in pairs}
+        else:
+            flat = {key: tensor[index] for key, tensor in pairs}
         first = flat[layout.keys[0]]
         batch_size = first.shape[: first.ndim - len(layout.tails[layout.keys[0]])]
         return layout.build(flat, batch_size)
@@ -287,7 +300,7 @@ class TensorStorage(Storage):
         self._adopt(TensorDict._new_unsafe(_nest(flat), batch_size=td.batch_size), spec)
 
     def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
+        state = super().__getstate__()
         state["_layout"] = None
         state["_spec_str"] = self._metadata()["tree_spec"]
         return state

@@ -104,7 +104,7 @@ class TensorDictMaxValueWriter(Writer):
         rows = self._ensure_ranks(data[0])
         pool = torch.cat([self._ranks, ranks])
         keep = pool.topk(min(rows, pool.numel()), sorted=False).indices
-        new_ids = keep[keep >= rows] - rows
+        new_ids = (keep[keep >= rows] - rows).sort().values  # arrival order
         new_ids = new_ids[ranks[new_ids] > -torch.inf]
         if new_ids.numel() == 0:
             return torch.empty(0, dtype=torch.long)

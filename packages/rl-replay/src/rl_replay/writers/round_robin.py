@@ -69,7 +69,8 @@ class RoundRobinWriter(Writer):
         if count > rows:  # only the last `rows` elements survive the wrap-around
             data, cursor = _take_last(data, rows), end - rows
         index = torch.arange(cursor, end) % rows
-        self._storage.set(index, data)
+        # a contiguous block is written through a slice: one plain copy per leaf
+        self._storage.set(slice(cursor, end) if end <= rows else index, data)
         self._cursor = end % rows
         return index
 

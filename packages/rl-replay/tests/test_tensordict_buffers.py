@@ -1,0 +1,127 @@
+"""TensorDictReplayBuffer and the prioritized buffers: index write-back and priorities."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_replay import (
+    LazyMemmapStorage,
+    LazyTensorStorage,
+    ListStorage,
+    PrioritizedReplayBuffer,
+    PrioritizedSampler,
+    TensorDictPrioritizedReplayBuffer,
+    TensorDictReplayBuffer,
+    TensorDictRoundRobinWriter,
+)
+
+
+def _td(count, offset=0):
+    return TensorDict({"a": torch.arange(offset, offset + count), "obs": torch.randn(count, 3)}, [count])
+
+
+class TestTensorDictReplayBuffer:
+    def test_default_writer_is_tensordict_round_robin(self):
+        assert isinstance(TensorDictReplayBuffer().writer, TensorDictRoundRobinWriter)
+
+    @pytest.mark.parametrize(
+        "make_storage", [lambda: ListStorage(20), lambda: LazyTensorStorage(20), lambda: LazyMemmapStorage(20)]
+    )
+    def test_sample_writes_index_back(self, make_storage):
+        rb = TensorDictReplayBuffer(storage=make_storage(), batch_size=12)
+        rb.extend(_td(10))
+        sample = rb.sample()
+        assert torch.equal(sample["a"], sample["index"])
+
+    def test_index_written_back_is_stacked_for_multi_dim_storage(self):
+        rb = TensorDictReplayBuffer(storage=LazyTensorStorage(12, ndim=2), batch_size=5)
+        rb.extend(TensorDict({"a": torch.arange(12).reshape(3, 4)}, [3, 4]))
+        sample = rb.sample()
+        assert sample["index"].shape == (5, 2)
+        # storage dims are [time, env]: data [env=3, time=4] was transposed on write
+        time, env = sample["index"].unbind(-1)
+        assert torch.equal(sample["a"], env * 4 + time)
+
+    def test_priority_key_default(self):
+        assert TensorDictReplayBuffer().priority_key == "td_error"
+
+    def test_update_tensordict_priority_missing_key_raises(self):
+        rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10), batch_size=4)
+        rb.extend(_td(5))
+        with pytest.raises(KeyError, match="expected the key 'td_error'"):
+            rb.update_tensordict_priority(rb.sample())
+
+    def test_extend_with_a_pytree_raises(self):
+        rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10))
+        with pytest.raises(TypeError, match="expected a tensordict"):
+            rb.extend(torch.zeros(3))
+
+    def test_sampled_tensordict_is_independent_of_the_storage(self):
+        rb = TensorDictReplayBuffer(storage=LazyTensorStorage(10), batch_size=4)
+        rb.extend(_td(5))
+        sample = rb.sample()
+        sample["a"] += 100
+        assert rb[:]["a"].max() < 100
+
+
+class TestPrioritizedReplayBuffer:
+    def test_uses_a_prioritized_sampler_sized_from_storage(self):
+        rb = PrioritizedReplayBuffer(alpha=0.7, beta=0.5, storage=LazyTensorStorage(32))
+        assert isinstance(rb.sampler, PrioritizedSampler) and rb.sampler.max_capacity == 32
+
+    def test_update_priority_steers_sampling(self):
+        rb = PrioritizedReplayBuffer(alpha=1.0, beta=1.0, storage=LazyTensorStorage(10), batch_size=64)
+        rb.extend(torch.arange(5))
+        rb.update_priority(torch.arange(5), torch.tensor([0.0, 0.0, 5.0, 0.0, 0.0]))
+        data, info = rb.sample(return_info=True)
+        assert data.unique().tolist() == [2]
+        assert info["priority_weight"].shape == (64,)
+
+    def test_missing_alpha_beta_raise(self):
+        with pytest.raises(TypeError, match="alpha"):
+            PrioritizedReplayBuffer(beta=0.5)
+
+
+class TestTensorDictPrioritizedReplayBuffer:
+    def test_update_tensordict_priority_round_trip(self):
+        torch.manual_seed(0)
+        rb = TensorDictPrioritizedReplayBuffer(
+            alpha=1.0, beta=1.0, storage=LazyTensorStorage(10), batch_size=32, eps=0.0
+        )
+        rb.extend(_td(4))
+        sample = rb.sample()
+        sample["td_error"] = torch.where(sample["a"] == 1, 1.0, 0.0)
+        rb.update_tensordict_priority(sample)
+        sampled = rb.sample()
+        assert sampled["a"].unique().tolist() == [1]
+        assert "priority_weight" in sampled.keys()
+
+    def test_priorities_read_from_written_data(self):
+        rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=1.0, storage=LazyTensorStorage(10), batch_size=16)
+        data = _td(4)
+        data["td_error"] = torch.tensor([0.0, 0.0, 0.0, 3.0])
+        rb.extend(data)
+        assert rb.sample()["a"].unique().tolist() == [3]
+
+    def test_custom_priority_key_and_trailing_dims_reduced(self):
+        rb = TensorDictPrioritizedReplayBuffer(
+            alpha=1.0, beta=1.0, priority_key="p", storage=LazyTensorStorage(10), batch_size=16, reduction="max"
+        )
+        data = _td(3)
+        data["p"] = torch.tensor([[0.0, 0.0], [0.0, 2.0], [0.0, 0.0]])
+        rb.extend(data)
+        assert rb.sample()["a"].unique().tolist() == [1]
+
+    def test_multi_dim_storage_priorities(self):
+        torch.manual_seed(0)
+        rb = TensorDictPrioritizedReplayBuffer(
+            alpha=1.0, beta=1.0, storage=LazyTensorStorage(12, ndim=2), batch_size=64, eps=0.0
+        )
+        rb.extend(TensorDict({"a": torch.arange(12).reshape(3, 4)}, [3, 4]))
+        sample = rb.sample()
+        assert sorted(sample["a"].unique().tolist()) == list(range(12))  # every element drawn
+        sample["td_error"] = (sample["a"] == 6).float()
+        rb.update_tensordict_priority(sample)
+        assert rb.sample()["a"].unique().tolist() == [6]
