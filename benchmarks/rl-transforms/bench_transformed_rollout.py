@@ -1,0 +1,114 @@
+"""TransformedEnv rollout throughput (steps/s): ours vs TorchRL 0.14, and the bare env.
+
+Question: what does a chain of transforms cost per step? Workloads run
+``env.rollout(1000)`` on a counting env (its observation counts the steps; never
+done) written once against the documented ``EnvBase`` API, at batch ``[]`` and
+``[16]``:
+
+- bare: the counting env alone (the reference for the transform overhead);
+- bookkeeping: ``Compose(StepCounter(), RewardSum(), DoubleToFloat(),
+  ObservationNorm(loc=0., scale=1.))``;
+- pixels: the env also emits 84x84 uint8 ``"pixels"`` (``[1, 84, 84]``), bare and
+  under ``CatFrames(4, dim=-3, in_keys=["pixels"])``.
+
+Set ``BENCH_TRANSFORMS_BATCH`` to change the batched size.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from tensordict import TensorDict
+
+from _harness import Context, Workload, run
+
+STEPS = 1000
+BATCH = int(os.environ.get("BENCH_TRANSFORMS_BATCH", "16"))
+
+
+def make_counting_env(ctx: Context, batch: int, pixels: bool):
+    """A counting env (optionally with pixels) built from the library's EnvBase and specs."""
+    envs, data = ctx.lib.envs, ctx.lib.data
+    shape = torch.Size([batch] if batch else [])
+
+    class CountingEnv(envs.EnvBase):
+        def __init__(self):
+            super().__init__(device=ctx.device, batch_size=shape)
+            obs = {"observation": data.Unbounded(shape=(*shape, 1))}
+            if pixels:
+                obs["pixels"] = data.Bounded(0, 255, shape=(*shape, 1, 84, 84), dtype=torch.uint8)
+            self.observation_spec = data.Composite(obs, shape=shape)
+            self.action_spec = data.Categorical(2, shape=(*shape, 1))
+            self.reward_spec = data.Unbounded(shape=(*shape, 1))
+            self.count = torch.zeros((*shape, 1), device=ctx.device)
+            self.falses = torch.zeros((*shape, 1), dtype=torch.bool, device=ctx.device)
+            self.ones = torch.ones((*shape, 1), device=ctx.device)
+
+        def _output(self):
+            out = {
+                "observation": self.count.clone(),
+                "done": self.falses.clone(),
+                "terminated": self.falses.clone(),
+                "truncated": self.falses.clone(),
+            }
+            if pixels:
+                value = int(self.count.flatten()[0]) % 256
+                out["pixels"] = torch.full((*shape, 1, 84, 84), value, dtype=torch.uint8, device=ctx.device)
+            return out
+
+        def _reset(self, tensordict=None, **kwargs):
+            self.count.zero_()
+            return TensorDict(self._output(), batch_size=shape, device=ctx.device)
+
+        def _step(self, tensordict):
+            self.count += 1
+            out = self._output()
+            out["reward"] = self.ones.clone()
+            return TensorDict(out, batch_size=shape, device=ctx.device)
+
+        def _set_seed(self, seed):
+            return seed
+
+    return CountingEnv()
+
+
+def rollout_setup(batch: int, chain: str):
+    def setup(ctx: Context):
+        envs = ctx.lib.envs
+        env = make_counting_env(ctx, batch, pixels=chain.startswith("pixels"))
+        if chain == "bookkeeping":
+            env = envs.TransformedEnv(
+                env,
+                envs.Compose(
+                    envs.StepCounter(),
+                    envs.RewardSum(),
+                    envs.DoubleToFloat(),
+                    envs.ObservationNorm(loc=0.0, scale=1.0, in_keys=["observation"]),
+                ),
+            )
+        elif chain == "pixels+catframes":
+            env = envs.TransformedEnv(env, envs.CatFrames(4, dim=-3, in_keys=["pixels"]))
+        env.rollout(3)
+
+        def rollout():
+            return env.rollout(STEPS)
+
+        return rollout
+
+    return setup
+
+
+WORKLOADS = [
+    Workload(
+        f"counting env rollout({STEPS}) {chain} batch {label}",
+        setups={"rl_stack": rollout_setup(batch, chain), "torchrl": rollout_setup(batch, chain)},
+        items=STEPS * max(batch, 1),
+        unit="steps",
+    )
+    for chain in ("bare", "bookkeeping", "pixels", "pixels+catframes")
+    for batch, label in ((0, "[]"), (BATCH, f"[{BATCH}]"))
+]
+
+if __name__ == "__main__":
+    run(WORKLOADS)

@@ -1,0 +1,76 @@
+"""Small environments for the transform tests (built on rl_envs_core.EnvBase)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_envs_core import EnvBase
+from rl_envs_core.testing import CountingEnv
+from rl_transforms._specs_compat import Bounded, Composite, Unbounded
+
+
+class ContinuousEnv(EnvBase):
+    """float64 observation ``[3]``, float64 bounded action ``[2]``; obs += sum(action).
+
+    Done after ``max_steps`` steps. Records the last action received in ``last_action``.
+    """
+
+    def __init__(self, max_steps: int = 5, *, batch_size=(), dtype=torch.float64, pixels=False):
+        super().__init__(batch_size=batch_size)
+        shape = tuple(self.batch_size)
+        obs = {"observation": Unbounded(shape=(*shape, 3), dtype=dtype)}
+        if pixels:
+            obs["pixels"] = Bounded(0, 255, shape=(*shape, 8, 8, 3), dtype=torch.uint8)
+        self.observation_spec = Composite(obs, shape=self.batch_size)
+        self.action_spec = Bounded(-1.0, 1.0, shape=(*shape, 2), dtype=dtype)
+        self.reward_spec = Unbounded(shape=(*shape, 1))
+        self.max_steps = max_steps
+        self.dtype = dtype
+        self.pixels = pixels
+        self.count = torch.zeros((*shape, 1), dtype=torch.int64)
+        self.last_action = None
+
+    def _out(self) -> TensorDictBase:
+        shape = self.batch_size
+        done = self.count >= self.max_steps
+        out = {
+            "observation": self.count.to(self.dtype).expand(*shape, 3).clone(),
+            "done": done,
+            "terminated": done.clone(),
+            "truncated": torch.zeros_like(done),
+        }
+        if self.pixels:
+            out["pixels"] = (
+                torch.arange(8 * 8 * 3, dtype=torch.uint8).reshape(8, 8, 3).expand(*shape, 8, 8, 3).clone()
+            )
+        return TensorDict(out, batch_size=shape)
+
+    def _reset(self, tensordict=None, **kwargs):
+        reset = tensordict.get("_reset", None) if tensordict is not None else None
+        if reset is None:
+            self.count = torch.zeros_like(self.count)
+        else:
+            self.count = torch.where(reset.reshape(self.count.shape), 0, self.count)
+        return self._out()
+
+    def _step(self, tensordict):
+        self.last_action = tensordict.get("action")
+        self.count = self.count + 1
+        out = self._out()
+        out.set("reward", torch.ones(*self.batch_size, 1))
+        return out
+
+    def _set_seed(self, seed):
+        return None
+
+
+@pytest.fixture
+def counting_env():
+    return CountingEnv
+
+
+@pytest.fixture
+def continuous_env():
+    return ContinuousEnv
