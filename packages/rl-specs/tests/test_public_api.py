@@ -24,6 +24,25 @@ def test_version_matches_distribution_metadata():
     assert rl_specs.__version__ == metadata.version("rl-specs")
 
 
+DOCUMENTED = {
+    # torchrl.data TensorSpec section: the classes, their variants and the deprecated names
+    "TensorSpec", "Binary", "Bounded", "BoundedContinuous", "BoundedDiscrete", "Categorical",
+    "Composite", "MultiCategorical", "MultiOneHot", "NonTensor", "OneHot", "Stacked",
+    "StackedComposite", "Unbounded", "UnboundedContinuous", "UnboundedDiscrete",
+    "BinaryDiscreteTensorSpec", "BoundedTensorSpec", "CompositeSpec", "DiscreteTensorSpec",
+    "LazyStackedCompositeSpec", "LazyStackedTensorSpec", "MultiDiscreteTensorSpec",
+    "MultiOneHotDiscreteTensorSpec", "NonTensorSpec", "OneHotDiscreteTensorSpec",
+    "UnboundedContinuousTensorSpec", "UnboundedDiscreteTensorSpec",
+    # utils
+    "consolidate_spec", "check_no_exclusive_keys", "contains_lazy_spec", "make_composite_from_td",
+}  # fmt: skip
+
+
+def test_all_is_the_documented_list():
+    assert set(rl_specs.__all__) == DOCUMENTED
+    assert len(rl_specs.__all__) == len(DOCUMENTED)
+
+
 def test_all_names_resolve():
     missing = [name for name in rl_specs.__all__ if not hasattr(rl_specs, name)]
     assert missing == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -27,7 +28,9 @@ def _as_shape(shape: Any, *, owner: str) -> torch.Size:
     if isinstance(shape, int):
         shape = (shape,)
     try:
-        dims = tuple(int(d) for d in shape)
+        if isinstance(shape, (str, bytes)):
+            raise TypeError(shape)
+        dims = tuple(operator.index(d) for d in shape)
     except TypeError as err:
         raise TypeError(
             f"{owner} expected shape to be an int, a sequence of ints or a torch.Size, "

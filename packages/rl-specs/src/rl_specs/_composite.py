@@ -185,7 +185,7 @@ class Composite(TensorSpec):
 
     # ------------------------------------------------------------------ dict API
     def _missing(self, key: NestedKey) -> str:
-        available = sorted(map(str, self.keys(include_nested=True)))
+        available = sorted(self.keys(include_nested=True), key=str)
         return f"No spec at key {key!r}. Available keys: {available}."
 
     def __getitem__(self, key: Any) -> Any:  # Any: a NestedKey or a tensor index

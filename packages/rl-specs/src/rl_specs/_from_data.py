@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from tensordict import TensorDictBase, is_non_tensor, is_tensor_collection
+from tensordict import (
+    LazyStackedTensorDict,
+    NonTensorData,
+    TensorDictBase,
+    is_non_tensor,
+    is_tensor_collection,
+)
 
 from ._composite import Composite
 from ._non_tensor import NonTensor
@@ -53,30 +61,35 @@ def make_composite_from_td(
             f"make_composite_from_td expected a TensorDict, got {type(data).__name__}. "
             "Wrap the data with TensorDict(data, batch_size=...)."
         )
+    kwargs = {"unsqueeze_null_shapes": unsqueeze_null_shapes, "dynamic_shape": dynamic_shape}
+    lazy = dynamic_shape and isinstance(data, LazyStackedTensorDict)
     entries = {}
-    for key, value in data.items():
+    for key in data.keys():
+        value = _first_member(data, key) if lazy else data.get(key)
         if is_non_tensor(value):
-            data_value = value.tolist() if value.batch_size else value.data
-            entries[key] = NonTensor(
-                shape=value.shape, device=value.device, example_data=data_value
-            )
+            example = value.data if isinstance(value, NonTensorData) else value.tolist()
+            entries[key] = NonTensor(shape=value.shape, device=value.device, example_data=example)
+            if lazy:
+                entries[key] = entries[key].expand(data.batch_size)
         elif is_tensor_collection(value):
-            entries[key] = make_composite_from_td(
-                value,
-                unsqueeze_null_shapes=unsqueeze_null_shapes,
-                dynamic_shape=dynamic_shape,
-            )
+            if lazy:
+                value = LazyStackedTensorDict.lazy_stack(
+                    [td.get(key) for td in data.tensordicts], data.stack_dim
+                )
+            entries[key] = make_composite_from_td(value, **kwargs)
         else:
-            shape = value.shape
-            if dynamic_shape and hasattr(data, "tensordicts"):
-                shape = _dynamic_shape(data, key)
+            shape = _dynamic_shape(data, key) if lazy else value.shape
             if not shape and unsqueeze_null_shapes:
                 shape = torch.Size((1,))
             entries[key] = Unbounded(shape=shape, dtype=value.dtype, device=value.device)
     return Composite(entries, shape=data.batch_size, device=data.device)
 
 
-def _dynamic_shape(data: TensorDictBase, key: str) -> torch.Size:
+def _first_member(data: LazyStackedTensorDict, key: str) -> Any:  # Any: a tensor or collection
+    return data.tensordicts[0].get(key)
+
+
+def _dynamic_shape(data: LazyStackedTensorDict, key: str) -> torch.Size:
     """Shape of ``data[key]`` over a lazy stack, with -1 where the elements disagree."""
     shapes = [td.get(key).shape for td in data.tensordicts]
     if len({len(s) for s in shapes}) != 1:

@@ -126,24 +126,30 @@ class _StackMixin:
         return tuple(self._restack(list(group), new_dim) for group in zip(*parts, strict=True))
 
     def expand(self, *shape: int | Sequence[int]) -> TensorSpec:
-        """Prepend dims to every member (the stack dim moves right accordingly).
+        """Expand every member: prepend dims, or grow size-1 dims (a size-1 stack repeats).
 
         Raises:
-            ValueError: if ``shape`` does not end with the spec's shape.
+            ValueError: if ``shape`` does not end with a shape the spec broadcasts to.
         """
         if len(shape) == 1 and not isinstance(shape[0], int):
             shape = tuple(shape[0])
         new = _as_shape(shape, owner=f"{type(self).__name__}.expand")
         lead = len(new) - len(self.shape)
         if lead < 0 or any(
-            s not in (-1, o) for s, o in zip(new[lead:], self.shape, strict=True) if o != -1
+            s not in (-1, o) and o not in (-1, 1)
+            for s, o in zip(new[lead:], self.shape, strict=True)
         ):
             raise ValueError(
                 f"{type(self).__name__}.expand expected a shape ending with "
-                f"{tuple(self.shape)}, got {tuple(new)}. Only prepend dims to a lazy stack."
+                f"{tuple(self.shape)} (size-1 dims may grow), got {tuple(new)}. "
+                "Prepend the new dims."
             )
-        members = [m.expand(*new[:lead], *m.shape) for m in self._specs]
-        return type(self)(*members, dim=self.dim + lead)
+        tail = list(new[lead:])
+        size = tail.pop(self.dim)
+        members = list(self._specs)
+        if size not in (-1, len(members)):
+            members = members * size
+        return type(self)(*[m.expand(*new[:lead], *tail) for m in members], dim=self.dim + lead)
 
     def unsqueeze(self, dim: int) -> TensorSpec:
         """Insert a size-1 dim at ``dim``."""

@@ -1,0 +1,131 @@
+"""OneHot and MultiOneHot."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from rl_specs import Categorical, MultiCategorical, MultiOneHot, OneHot
+
+
+class TestOneHot:
+    def test_defaults(self):
+        spec = OneHot(4)
+        assert spec.shape == (4,) and spec.dtype is torch.bool and spec.n == 4
+        assert spec.cardinality() == 4 and spec.use_register is False
+
+    def test_shape_must_end_with_n(self):
+        with pytest.raises(ValueError, match="end with the one-hot size 3"):
+            OneHot(3, shape=(2, 4))
+
+    @pytest.mark.parametrize("n", [0, -1])
+    def test_bad_n(self, n):
+        with pytest.raises(ValueError, match="n > 0"):
+            OneHot(n)
+
+    def test_rand_is_one_hot(self):
+        sample = OneHot(5, shape=(100, 5)).rand()
+        assert bool((sample.sum(-1) == 1).all())
+
+    def test_is_in_rejects_non_one_hot(self):
+        spec = OneHot(3, dtype=torch.int64)
+        assert spec.is_in(torch.tensor([0, 1, 0]))
+        assert not spec.is_in(torch.tensor([1, 1, 0]))
+        assert not spec.is_in(torch.tensor([0, 2, 0]))
+        assert not spec.is_in(torch.tensor([0, 0, 0]))
+
+    def test_project_takes_argmax(self):
+        spec = OneHot(3, dtype=torch.int64)
+        assert torch.equal(spec.project(torch.tensor([0.2, 0.9, 0.1])), torch.tensor([0, 1, 0]))
+
+    def test_mask(self):
+        spec = OneHot(3, mask=torch.tensor([False, True, False]))
+        assert torch.equal(spec.rand(), torch.tensor([False, True, False]))
+        assert not spec.is_in(torch.tensor([True, False, False]))
+        assert torch.equal(
+            spec.project(torch.tensor([True, False, False])), torch.tensor([False, True, False])
+        )
+        spec.update_mask(None)
+        assert spec.is_in(torch.tensor([True, False, False]))
+
+    @pytest.mark.parametrize("value", [2, np.int64(2), np.array(2), torch.tensor(2)])
+    def test_encode_index(self, value):
+        assert torch.equal(OneHot(3).encode(value), torch.tensor([False, False, True]))
+
+    def test_encode_one_hot_array(self):
+        out = OneHot(3).encode(np.array([0, 1, 0]))
+        assert torch.equal(out, torch.tensor([False, True, False]))
+
+    def test_categorical_conversion(self):
+        spec = OneHot(3, shape=(2, 3), mask=torch.tensor([True, True, False]))
+        target = spec.to_categorical_spec()
+        assert isinstance(target, Categorical) and target.shape == (2,)
+        assert target.mask.shape == (2, 3)
+        value = spec.rand()
+        assert target.is_in(spec.to_categorical(value, safe=True))
+
+    def test_index(self):
+        values = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        index = torch.tensor([[False, False, True], [True, False, False]])
+        assert torch.equal(OneHot(3, shape=(2, 3)).index(index, values), torch.tensor([3.0, 4.0]))
+
+    def test_enumerate(self):
+        spec = OneHot(3, mask=torch.tensor([True, False, True]))
+        assert spec.enumerate().shape == (3, 3)
+        assert spec.enumerate(use_mask=True).shape == (2, 3)
+
+    def test_eq(self):
+        assert OneHot(3) == OneHot(3)
+        assert OneHot(3) != OneHot(3, dtype=torch.int64)
+        assert OneHot(3) != OneHot(3, mask=torch.tensor([True, True, False]))
+
+
+class TestMultiOneHot:
+    def test_defaults(self):
+        spec = MultiOneHot([2, 3])
+        assert spec.shape == (5,) and spec.n == 5 and spec.cardinality() == 6
+
+    def test_shape_must_end_with_sum(self):
+        with pytest.raises(ValueError, match="end with the one-hot size 5"):
+            MultiOneHot([2, 3], shape=(4,))
+
+    def test_rand_has_one_hot_chunks(self):
+        sample = MultiOneHot([2, 3], shape=(50, 5)).rand()
+        assert bool((sample[:, :2].sum(-1) == 1).all() and (sample[:, 2:].sum(-1) == 1).all())
+
+    def test_is_in_checks_each_chunk(self):
+        spec = MultiOneHot([2, 3], dtype=torch.int64)
+        assert spec.is_in(torch.tensor([0, 1, 0, 0, 1]))
+        assert not spec.is_in(torch.tensor([1, 1, 0, 0, 0]))
+
+    def test_project(self):
+        spec = MultiOneHot([2, 3], dtype=torch.int64)
+        out = spec.project(torch.tensor([0.1, 0.9, 0.2, 0.7, 0.1]))
+        assert torch.equal(out, torch.tensor([0, 1, 0, 1, 0]))
+
+    def test_mask(self):
+        spec = MultiOneHot([2, 3], mask=torch.tensor([True, False, False, False, True]))
+        assert torch.equal(spec.rand().int(), torch.tensor([1, 0, 0, 0, 1], dtype=torch.int32))
+        assert not spec.is_in(torch.tensor([False, True, False, False, True]))
+        projected = spec.project(torch.tensor([False, True, True, False, False]))
+        assert spec.is_in(projected)
+
+    def test_encode_indices(self):
+        out = MultiOneHot([2, 3]).encode(np.array([1, 0]))
+        assert out.int().tolist() == [0, 1, 1, 0, 0]
+
+    def test_categorical_conversion(self):
+        spec = MultiOneHot([2, 3], shape=(4, 5))
+        target = spec.to_categorical_spec()
+        assert isinstance(target, MultiCategorical) and target.shape == (4, 2)
+        value = spec.rand()
+        assert torch.equal(target.to_one_hot(spec.to_categorical(value, safe=True)), value)
+
+    def test_index(self):
+        values = torch.tensor([10.0, 11.0, 20.0, 21.0, 22.0])
+        index = torch.tensor([0, 1, 0, 0, 1])
+        assert torch.equal(MultiOneHot([2, 3]).index(index, values), torch.tensor([11.0, 22.0]))
+
+    def test_enumerate(self):
+        assert MultiOneHot([2, 3]).enumerate().shape == (6, 5)
