@@ -170,14 +170,16 @@ class PendulumEnv(EnvBase):
         return TensorDict({"th": th, "thdot": thdot, "params": params}, batch_size=shape)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        try:
-            th = tensordict["th"]
-            thdot = tensordict["thdot"]
-            params = tensordict["params"]
-            g, m, length, dt = params["g"], params["m"], params["l"], params["dt"]
-            max_torque, max_speed = params["max_torque"], params["max_speed"]
-            action = tensordict["action"]
-        except KeyError:
+        th = tensordict.get("th", None)
+        thdot = tensordict.get("thdot", None)
+        action = tensordict.get("action", None)
+        params = tensordict.get("params", None)
+        if params is None:
+            values = [None]
+        else:
+            entries = dict(params.items())  # one pass: cheaper than one get() per parameter
+            values = [entries.get(key) for key in _PARAM_KEYS]
+        if th is None or thdot is None or action is None or any(v is None for v in values):
             required = ["th", "thdot", "action", *(("params", k) for k in _PARAM_KEYS)]
             missing = [k if isinstance(k, str) else ".".join(k) for k in required if k not in tensordict]
             raise KeyError(
@@ -186,7 +188,7 @@ class PendulumEnv(EnvBase):
                 f"{entry_names(tensordict)}. Step the tensordict returned by env.reset() "
                 f"(or step_mdp of the previous step) after writing an action of shape "
                 f"[*batch, 1]."
-            ) from None
+            )
         if action.shape[-1:] != (1,) or not action.is_floating_point():
             raise ValueError(
                 f"PendulumEnv expected 'action' as a float tensor of shape "
@@ -194,24 +196,27 @@ class PendulumEnv(EnvBase):
                 f"shape={list(action.shape)}. Use env.action_spec.rand() (or "
                 f"action.float().unsqueeze(-1)) to build a valid action."
             )
+        if th.ndim == 0 and th.device.type == "cpu":
+            # a single pendulum: python scalars make the arithmetic below cheaper
+            values = [value.item() for value in values]
+        max_speed, max_torque, dt, g, m, length = values
         u = action.squeeze(-1).clamp(-max_torque, max_torque)
         # ((th + pi) mod 2pi) - pi keeps the angle cost in [0, pi^2]
-        norm_th = torch.remainder(th + math.pi, _TWO_PI).sub_(math.pi)
-        costs = norm_th.square_().add_(thdot.square().mul_(0.1)).add_(u.square().mul_(0.001))
-        accel = th.sin().mul_(3 * g / (2 * length)).add_(u * (3.0 / (m * length.square())))
+        costs = (th + math.pi).remainder_(_TWO_PI).sub_(math.pi).square_()
+        costs.addcmul_(thdot, thdot, value=0.1).addcmul_(u, u, value=0.001)
+        accel = th.sin().mul_(3 * g / (2 * length)).add_(u * (3.0 / (m * length**2)))
         new_thdot = (thdot + accel.mul_(dt)).clamp_(-max_speed, max_speed)
         new_th = th + new_thdot * dt
         reward = costs.neg_().unsqueeze_(-1)
-        done = torch.zeros(reward.shape, dtype=torch.bool, device=reward.device)
         return TensorDict(
             {
                 "th": new_th,
                 "thdot": new_thdot,
                 "params": params,
                 "reward": reward,
-                "done": done,
-                "terminated": done.clone(),
-                "truncated": done.clone(),
+                "done": torch.zeros(reward.shape, dtype=torch.bool, device=reward.device),
+                "terminated": torch.zeros(reward.shape, dtype=torch.bool, device=reward.device),
+                "truncated": torch.zeros(reward.shape, dtype=torch.bool, device=reward.device),
             },
             batch_size=tensordict.batch_size,
         )
