@@ -31,3 +31,29 @@ class TestMissingBackend:
 
     def test_import_backend_returns_module(self):
         assert import_backend("json", owner="Thing", extra="gym").__name__ == "json"
+
+
+class TestMissingBackendAtConstruction:
+    """Classes import their backend when built; its absence names the extra."""
+
+    def test_envpool_classes(self, monkeypatch):
+        import sys
+
+        from rl_env_adapters import MultiThreadedEnv, MultiThreadedEnvWrapper
+
+        monkeypatch.setitem(sys.modules, "envpool", None)
+        for build in (
+            lambda: MultiThreadedEnv(2, "CartPole-v1"),
+            lambda: MultiThreadedEnvWrapper(None),
+        ):
+            with pytest.raises(ImportError, match=r"pip install 'rl-env-adapters\[envpool\]'"):
+                build()
+
+    def test_gym_env(self, monkeypatch):
+        from rl_env_adapters import GymEnv
+        from rl_env_adapters._gym import _backend
+
+        monkeypatch.setitem(_backend._state, "backend", None)
+        monkeypatch.setattr(_backend, "is_installed", lambda name: False)
+        with pytest.raises(ImportError, match=r"pip install 'rl-env-adapters\[gym\]'"):
+            GymEnv("CartPole-v1")

@@ -28,6 +28,8 @@ DOCUMENTED = sorted(
     [
         "GymEnv",
         "GymWrapper",
+        "MultiThreadedEnv",
+        "MultiThreadedEnvWrapper",
         "get_available_libraries",
         "gym_backend",
         "implement_for",

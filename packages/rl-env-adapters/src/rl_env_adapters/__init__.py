@@ -6,6 +6,7 @@ is built (or a gym helper called), envpool when an EnvPool env is built.
 
 from __future__ import annotations
 
+from rl_env_adapters._envpool._env import MultiThreadedEnv, MultiThreadedEnvWrapper
 from rl_env_adapters._gym._backend import gym_backend, set_gym_backend
 from rl_env_adapters._gym._env import GymEnv
 from rl_env_adapters._gym._spaces import register_gym_spec_conversion
@@ -18,6 +19,8 @@ __version__ = "0.1.0"
 __all__: list[str] = [
     "GymEnv",
     "GymWrapper",
+    "MultiThreadedEnv",
+    "MultiThreadedEnvWrapper",
     "get_available_libraries",
     "gym_backend",
     "implement_for",
