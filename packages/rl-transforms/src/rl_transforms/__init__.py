@@ -4,14 +4,20 @@ from __future__ import annotations
 
 from rl_transforms._base import Compose, Transform
 from rl_transforms._bookkeeping import InitTracker, RewardSum, StepCounter
-from rl_transforms._catframes import CatFrames
 from rl_transforms._dtype_device import (
     DeviceCastTransform,
     DoubleToFloat,
     DTypeCastTransform,
     PinMemoryTransform,
 )
+from rl_transforms._elementwise import (
+    ClipTransform,
+    FiniteTensorDictCheck,
+    SignTransform,
+    UnaryTransform,
+)
 from rl_transforms._env import TransformedEnv
+from rl_transforms._image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
 from rl_transforms._normalization import ObservationNorm, VecNorm, VecNormV2
 from rl_transforms._primer import TensorDictPrimer
 from rl_transforms._reward import BinarizeReward, RewardClipping, RewardScaling
@@ -21,30 +27,55 @@ from rl_transforms._selection import (
     RenameTransform,
     SelectTransform,
 )
+from rl_transforms._shape import (
+    CatTensors,
+    FlattenObservation,
+    PermuteTransform,
+    SqueezeTransform,
+    Stack,
+    UnsqueezeTransform,
+)
+from rl_transforms._temporal import CatFrames, TimeMaxPool
 
 __version__ = "0.1.0"
 
 __all__: list[str] = [
     "BinarizeReward",
     "CatFrames",
+    "CatTensors",
+    "CenterCrop",
+    "ClipTransform",
     "Compose",
-    "DTypeCastTransform",
+    "Crop",
     "DeviceCastTransform",
     "DoubleToFloat",
+    "DTypeCastTransform",
     "ExcludeTransform",
+    "FiniteTensorDictCheck",
+    "FlattenObservation",
+    "GrayScale",
     "InitTracker",
     "ObservationNorm",
+    "PermuteTransform",
     "PinMemoryTransform",
     "RemoveEmptySpecs",
     "RenameTransform",
+    "Resize",
     "RewardClipping",
     "RewardScaling",
     "RewardSum",
     "SelectTransform",
+    "SignTransform",
+    "SqueezeTransform",
+    "Stack",
     "StepCounter",
     "TensorDictPrimer",
+    "TimeMaxPool",
+    "ToTensorImage",
     "Transform",
     "TransformedEnv",
+    "UnaryTransform",
+    "UnsqueezeTransform",
     "VecNorm",
     "VecNormV2",
 ]

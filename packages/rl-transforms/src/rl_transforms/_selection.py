@@ -232,15 +232,6 @@ class RemoveEmptySpecs(Transform):
         ['a']
     """
 
-    def __init__(
-        self,
-        in_keys: KeyArg = None,
-        out_keys: KeyArg = None,
-        in_keys_inv: KeyArg = None,
-        out_keys_inv: KeyArg = None,
-    ) -> None:
-        super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
-
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         return _drop_empty(next_tensordict)
 

@@ -1,10 +1,11 @@
-"""Frame stacking: :class:`CatFrames`.
+"""Transforms over successive frames: :class:`CatFrames` and :class:`TimeMaxPool`.
 
 In an environment the stack lives in the data itself: a step concatenates the
 previous stack (read from the step input, minus its oldest frame) with the new
 frame, so partial resets and cloned transforms need no hidden state. On stored
 trajectories (``forward``), the stacks are rebuilt along the time dimension with
-padding at each episode start.
+padding at each episode start. :class:`TimeMaxPool` keeps its last ``T`` frames in
+registered buffers (shared by clones).
 """
 
 from __future__ import annotations
@@ -199,3 +200,79 @@ class CatFrames(Transform):
 
     def __repr__(self) -> str:
         return f"CatFrames(N={self.N}, dim={self.dim}, in_keys={self.in_keys}, out_keys={self.out_keys})"
+
+
+class TimeMaxPool(Transform):
+    """Take the maximum value in each position over the last T observations.
+
+    Args:
+        in_keys (sequence of NestedKey, optional): the observations. Defaults to ``["observation"]``.
+        out_keys (sequence of NestedKey, optional): the pooled entries. Defaults to ``in_keys``.
+        T (int, optional): the window length. Defaults to ``1``.
+        reset_key (NestedKey, optional): the reset entry. Defaults to ``"_reset"``.
+
+    Raises:
+        ValueError: if ``T < 1``.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = TimeMaxPool(in_keys=["obs"], T=2)
+        >>> _ = t._reset(TensorDict(), TensorDict({"obs": torch.tensor([3.0])}))
+        >>> [t._step(TensorDict(), TensorDict({"obs": torch.tensor([v])}))["obs"].item() for v in (1.0, 0.0)]
+        [3.0, 1.0]
+    """
+
+    def __init__(
+        self,
+        in_keys: KeyArg = None,
+        out_keys: KeyArg = None,
+        T: int = 1,
+        reset_key: NestedKey | None = None,
+    ) -> None:
+        if not isinstance(T, int) or T < 1:
+            raise ValueError(f"TimeMaxPool expected T to be an int >= 1, got T={T!r}.")
+        super().__init__(in_keys if in_keys is not None else ["observation"], out_keys)
+        self.T = T
+        self.reset_key = reset_key if reset_key is not None else "_reset"
+        for i in range(len(self._in_keys)):
+            self.register_buffer(f"_window_{i}", None)
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        mask = tensordict.get(self.reset_key, None)
+        for i, (in_key, out_key) in enumerate(zip(self._in_keys, self._out_keys)):
+            frame = tensordict_reset.get(in_key, None)
+            if frame is None:
+                continue
+            fresh = frame.unsqueeze(0).expand(self.T, *frame.shape).clone()
+            window = getattr(self, f"_window_{i}")
+            if mask is not None and window is not None and window.shape == fresh.shape:
+                keep = mask.reshape(*mask.shape, *(1,) * (frame.ndim - mask.ndim))
+                fresh = torch.where(keep, fresh, window)
+            setattr(self, f"_window_{i}", fresh)
+            tensordict_reset.set(out_key, fresh.max(0).values)
+        return tensordict_reset
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        for i, (in_key, out_key) in enumerate(zip(self._in_keys, self._out_keys)):
+            frame = next_tensordict.get(in_key, None)
+            if frame is None:
+                if self._missing_tolerance:
+                    continue
+                raise KeyError(
+                    f"TimeMaxPool expected {in_key!r} in the data, got "
+                    f"{sorted(map(str, next_tensordict.keys(True, True)))}. Fix in_keys."
+                )
+            window = getattr(self, f"_window_{i}")
+            if window is None or window.shape[1:] != frame.shape:
+                window = frame.unsqueeze(0).expand(self.T, *frame.shape)
+            window = torch.cat([window[1:], frame.unsqueeze(0)], 0)
+            setattr(self, f"_window_{i}", window)
+            next_tensordict.set(out_key, window.max(0).values)
+        return next_tensordict
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise RuntimeError(
+            "TimeMaxPool pools successive frames of an environment and cannot be applied to "
+            "stored data. Use it in a TransformedEnv."
+        )
