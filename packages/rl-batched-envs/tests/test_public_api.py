@@ -8,7 +8,16 @@ from importlib import metadata
 
 import rl_batched_envs
 
-OPTIONAL_BACKENDS = ("gymnasium", "gym", "envpool", "h5py", "chess", "dm_control", "pettingzoo", "vmas")
+OPTIONAL_BACKENDS = (
+    "gymnasium",
+    "gym",
+    "envpool",
+    "h5py",
+    "chess",
+    "dm_control",
+    "pettingzoo",
+    "vmas",
+)
 
 
 def test_version_matches_distribution_metadata():
@@ -27,3 +36,17 @@ def test_import_loads_no_optional_backend():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+DOCUMENTED = [
+    "AsyncEnvPool",
+    "EnvCreator",
+    "ParallelEnv",
+    "ProcessorAsyncEnvPool",
+    "SerialEnv",
+    "ThreadingAsyncEnvPool",
+]
+
+
+def test_all_is_the_documented_list():
+    assert sorted(rl_batched_envs.__all__) == DOCUMENTED

@@ -1,0 +1,396 @@
+"""``AsyncEnvPool`` and its threading / multiprocessing implementations.
+
+Each sub-env runs in its own thread or process. ``async_*_send`` starts a step or
+reset of some sub-envs and returns at once; ``async_*_recv`` collects whatever
+has finished (at least ``min_get`` results), tagged with ``"env_index"``. The
+synchronous ``reset``/``step`` send to every (selected) sub-env and wait for all.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import Any
+
+import torch
+from tensordict import LazyStackedTensorDict, TensorDictBase
+
+from rl_batched_envs._batched import (
+    active_envs,
+    check_sub_batch,
+    install_specs,
+    reset_targets,
+    stack_specs,
+)
+from rl_batched_envs._env_group import build_envs
+from rl_batched_envs._worker import CALL, WorkerPool, default_start_method
+from rl_envs_core import EnvBase, EnvMetaData
+
+_STACKS = ("dense", "maybe_dense", "lazy")
+_KINDS = {"step": "step_full", "reset": "reset"}
+
+
+class AsyncEnvPool(EnvBase):
+    """A base class for asynchronous environment pools, providing a common interface for managing multiple environments concurrently.
+
+    ``AsyncEnvPool(..., backend=...)`` builds the implementation of the backend:
+    :class:`ThreadingAsyncEnvPool` (``"threading"``) or
+    :class:`ProcessorAsyncEnvPool` (``"multiprocessing"``). The pool is an env of
+    batch size ``[num_envs, *sub_env.batch_size]``; its ``reset``/``step`` run
+    every sub-env and wait, while ``async_step_send`` / ``async_step_recv`` and
+    ``async_reset_send`` / ``async_reset_recv`` let some sub-envs run while other
+    work goes on. A sub-env is addressed by ``"env_index"`` (an entry of the
+    tensordict, or the ``env_index`` argument); results carry it. One command at
+    a time per sub-env: receive a result before sending it another.
+
+    Args:
+        env_makers (callable or list of callables): one factory per sub-env (a
+            single callable makes one sub-env). Sub-envs may have different specs.
+
+    Keyword Args:
+        backend (str, optional): ``"threading"`` or ``"multiprocessing"``.
+            Defaults to ``"threading"``.
+        stack (str, optional): how results are stacked: ``"dense"``
+            (``torch.stack``; the sub-envs' specs must match), ``"lazy"``
+            (``LazyStackedTensorDict``) or ``"maybe_dense"`` (dense when the specs
+            match). Defaults to ``"dense"``.
+        create_env_kwargs (dict or list of dicts, optional): kwargs of the
+            factories. Defaults to ``None``.
+
+    Raises:
+        ValueError: an unknown ``backend`` or ``stack``, ``stack="dense"`` with
+            sub-envs whose specs differ, or sub-envs with different batch sizes.
+
+    Examples:
+        >>> import torch
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> env = AsyncEnvPool([CountingEnv, CountingEnv], backend="threading")
+        >>> env.reset()["observation"].shape
+        torch.Size([2, 1])
+        >>> s = env.rand_action(env.reset())[1]
+        >>> env.async_step_send(s, env_index=1)
+        >>> out = env.async_step_recv()
+        >>> out["env_index"], out["next", "observation"]
+        (tensor([1]), tensor([[1.]]))
+        >>> env.close()
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> AsyncEnvPool:  # Any: constructor args
+        if cls is AsyncEnvPool:
+            backend = kwargs.get("backend", "threading")
+            if backend not in _BACKENDS:
+                raise ValueError(
+                    f"AsyncEnvPool backend must be one of {sorted(_BACKENDS)}, got {backend!r}."
+                )
+            cls = _BACKENDS[backend]
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        env_makers: Callable[..., EnvBase] | Sequence[Callable[..., EnvBase]],
+        *,
+        backend: str = "threading",
+        stack: str = "dense",
+        create_env_kwargs: dict | Sequence[dict] | None = None,
+    ) -> None:
+        if stack not in _STACKS:
+            raise ValueError(f"AsyncEnvPool stack must be one of {_STACKS}, got {stack!r}.")
+        makers = list(env_makers) if isinstance(env_makers, Sequence) else [env_makers]
+        n = len(makers)
+        if create_env_kwargs is None or isinstance(create_env_kwargs, dict):
+            kwargs = [dict(create_env_kwargs or {}) for _ in range(n)]
+        else:
+            kwargs = [dict(k) for k in create_env_kwargs]
+            if len(kwargs) != n:
+                raise ValueError(
+                    f"create_env_kwargs has {len(kwargs)} dicts for {n} env makers; pass "
+                    f"one dict per env maker or a single dict."
+                )
+        self.__dict__["_busy"] = {}
+        metas = self._launch(makers, kwargs)
+        try:
+            sub_batch = check_sub_batch(type(self).__name__, metas)
+            specs, lazy = stack_specs(metas)
+            if lazy and stack == "dense":
+                raise ValueError(
+                    "AsyncEnvPool(stack='dense') needs sub-envs with matching specs, but "
+                    "their specs differ. Pass stack='lazy' or stack='maybe_dense'."
+                )
+        except ValueError:
+            self._shutdown()
+            raise
+        super().__init__(device=metas[0].device, batch_size=torch.Size([n, *sub_batch]))
+        self.backend = backend
+        self.stack = stack
+        self.__dict__["_lazy"] = stack == "lazy" or lazy
+        install_specs(self, specs, lazy)
+        self.__dict__["_last_next"] = [m.tensordict.get("next") for m in metas]
+        self.__dict__["_last_root"] = [m.tensordict.exclude("next") for m in metas]
+
+    @property
+    def num_envs(self) -> int:
+        """The number of sub-envs."""
+        return self.batch_size[0]
+
+    # ------------------------------------------------------------------ backend hooks
+    def _launch(self, makers: list, kwargs: list[dict]) -> list[EnvMetaData]:
+        raise NotImplementedError
+
+    def _submit(self, kind: str, index: int, tensordict: TensorDictBase | None) -> None:
+        raise NotImplementedError
+
+    def _collect(self, indices: list[int], kind: str, min_get: int) -> dict[int, Any]:
+        raise NotImplementedError
+
+    def _call_env(self, index: int, name: str, *args: Any) -> Any:  # Any: method I/O
+        raise NotImplementedError
+
+    def _shutdown(self) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ helpers
+    def _indices(self, tensordict: TensorDictBase | None, env_index: Any) -> list[int]:
+        if env_index is None and tensordict is not None:
+            env_index = tensordict.get("env_index", None)
+        if env_index is None:
+            raise KeyError(
+                "AsyncEnvPool needs to know which env to run: set tensordict['env_index'] "
+                "or pass env_index=..."
+            )
+        if isinstance(env_index, torch.Tensor):
+            if tensordict is not None and self._batched_rows(tensordict):
+                env_index = env_index.reshape(tensordict.batch_size[0], -1)[:, 0]
+            else:
+                env_index = env_index.reshape(-1)[:1]
+            env_index = env_index.tolist()
+        elif isinstance(env_index, int):
+            env_index = [env_index]
+        indices = [int(i) for i in env_index]
+        for i in indices:
+            if not 0 <= i < self.num_envs:
+                raise ValueError(f"env_index must be in [0, {self.num_envs}), got {i}.")
+        return indices
+
+    def _batched_rows(self, tensordict: TensorDictBase) -> bool:
+        """Whether ``tensordict`` holds several sub-envs' data (one more dim than one)."""
+        return tensordict.batch_dims > len(self.batch_size) - 1
+
+    def _rows(self, tensordict: TensorDictBase | None, count: int) -> list:
+        if tensordict is None:
+            return [None] * count
+        tensordict = tensordict.exclude("env_index")
+        if self._batched_rows(tensordict):
+            return [tensordict[k] for k in range(count)]
+        return [tensordict]
+
+    def _send(self, kind: str, tensordict: TensorDictBase | None, indices: list[int]) -> None:
+        busy = self._busy
+        for i, td in zip(indices, self._rows(tensordict, len(indices))):
+            if i in busy:
+                raise RuntimeError(
+                    f"AsyncEnvPool env {i} is still running a {busy[i]}; collect it with "
+                    f"async_{busy[i]}_recv() before sending it another command."
+                )
+            busy[i] = kind
+            self._submit(kind, i, td)
+
+    def _recv(self, kind: str, min_get: int) -> list[tuple[int, TensorDictBase]]:
+        pending = [i for i, k in self._busy.items() if k == kind]
+        if len(pending) < min_get:
+            raise RuntimeError(
+                f"AsyncEnvPool: async_{kind}_recv(min_get={min_get}) but only "
+                f"{len(pending)} {kind}(s) are running. Send them first with "
+                f"async_{kind}_send()."
+            )
+        results = self._collect(pending, kind, min_get)
+        for i in results:
+            del self._busy[i]
+        return sorted(results.items())
+
+    def _stack_out(self, tds: list[TensorDictBase]) -> TensorDictBase:
+        if self._lazy:
+            return LazyStackedTensorDict.lazy_stack(tds, 0)
+        return torch.stack(tds, 0)
+
+    def _tagged(self, results: list[tuple[int, TensorDictBase]]) -> TensorDictBase:
+        tds = []
+        for i, td in results:
+            td = td.copy()
+            td.set("env_index", torch.full(td.batch_size, i, dtype=torch.int64))
+            tds.append(td)
+        return self._stack_out(tds)
+
+    # ------------------------------------------------------------------ async API
+    def async_step_send(self, tensordict: TensorDictBase, env_index: Any = None) -> None:
+        """Start a step of the sub-envs named by ``env_index`` (or ``tensordict["env_index"]``).
+
+        Raises:
+            KeyError: no env index given.
+            RuntimeError: a named sub-env is still running a command.
+        """
+        self._send("step", tensordict, self._indices(tensordict, env_index))
+
+    def async_step_recv(self, min_get: int = 1) -> TensorDictBase:
+        """Wait for ``min_get`` steps and return every finished step with its ``"env_index"``."""
+        return self._tagged(self._recv("step", min_get))
+
+    def async_reset_send(
+        self, tensordict: TensorDictBase | None = None, env_index: Any = None
+    ) -> None:
+        """Start a reset of the sub-envs named by ``env_index`` (all when none is given)."""
+        if env_index is None and (tensordict is None or "env_index" not in tensordict.keys()):
+            env_index = list(range(self.num_envs))
+        self._send("reset", tensordict, self._indices(tensordict, env_index))
+
+    def async_reset_recv(self, min_get: int = 1) -> TensorDictBase:
+        """Wait for ``min_get`` resets and return every finished reset with its ``"env_index"``."""
+        return self._tagged(self._recv("reset", min_get))
+
+    # ------------------------------------------------------------------ sync API
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        envs = active_envs(tensordict.get("_step", None), self.num_envs)
+        envs = list(range(self.num_envs)) if envs is None else envs
+        self._send("step", _select(tensordict, envs), envs)
+        for i, td in self._recv("step", len(envs)):
+            self._last_next[i] = td.get("next")
+        return self._stack_out(self._last_next)
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        found, envs = reset_targets(tensordict, self.reset_keys, self.num_envs)
+        envs = list(range(self.num_envs)) if envs is None else envs
+        if not envs:
+            return self._stack_out(self._last_root)
+        inputs = _select(tensordict.select(*found), envs) if found else None
+        self._send("reset", inputs, envs)
+        for i, td in self._recv("reset", len(envs)):
+            self._last_root[i] = td
+        return self._stack_out(self._last_root)
+
+    def _set_seed(self, seed: int | None) -> None:
+        self.set_seed(seed)
+
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
+        """Seed the sub-envs in turn, each with the seed the previous one returned."""
+        for i in range(self.num_envs):
+            seed = self._call_env(i, "set_seed", seed, static_seed)
+        return seed
+
+    def close(self) -> None:
+        """Stop the threads or processes and close the sub-envs."""
+        self._shutdown()
+        self.__dict__["is_closed"] = True
+
+
+def _select(tensordict: TensorDictBase, envs: list[int]) -> TensorDictBase:
+    if len(envs) == tensordict.batch_size[0]:
+        return tensordict
+    return LazyStackedTensorDict.lazy_stack([tensordict[i] for i in envs], 0)
+
+
+class ThreadingAsyncEnvPool(AsyncEnvPool):
+    """An implementation of *AsyncEnvPool* using threading for parallel execution of environments.
+
+    Each sub-env gets a thread of a thread pool executor; the envs are built in this
+    thread. Exceptions of a sub-env are re-raised by the ``*_recv`` call that
+    collects it, with the env index in a note. See :class:`AsyncEnvPool`.
+
+    Examples:
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> env = ThreadingAsyncEnvPool([CountingEnv] * 3)
+        >>> env.rollout(4)["next", "observation"].shape
+        torch.Size([3, 4, 1])
+        >>> env.close()
+    """
+
+    def _launch(self, makers: list, kwargs: list[dict]) -> list[EnvMetaData]:
+        envs = build_envs(makers, kwargs)
+        state = self.__dict__
+        state["_envs"] = envs
+        state["_executor"] = ThreadPoolExecutor(len(envs), thread_name_prefix="AsyncEnvPool")
+        state["_futures"] = {}
+        return [EnvMetaData.metadata_from_env(env) for env in envs]
+
+    def _submit(self, kind: str, index: int, tensordict: TensorDictBase | None) -> None:
+        env = self._envs[index]
+        fn = env.step if kind == "step" else env.reset
+        self._futures[index] = self._executor.submit(fn, tensordict)
+
+    def _collect(self, indices: list[int], kind: str, min_get: int) -> dict[int, Any]:
+        futures: dict[Future, int] = {self._futures[i]: i for i in indices}
+        done = {f for f in futures if f.done()}
+        pending = set(futures) - done
+        while len(done) < min_get:
+            newly, pending = wait(pending, return_when=FIRST_COMPLETED)
+            done |= newly
+        results, error = {}, None
+        for fut in done:
+            i = futures[fut]
+            del self._futures[i]
+            exc = fut.exception()
+            if exc is not None and error is None:
+                exc.add_note(f"Raised by AsyncEnvPool env {i} while running {kind!r}.")
+                error = exc
+            results[i] = fut.result() if exc is None else None
+        if error is not None:
+            for i in results:
+                self._busy.pop(i, None)
+            raise error
+        return results
+
+    def _call_env(self, index: int, name: str, *args: Any) -> Any:  # Any: method I/O
+        return getattr(self._envs[index], name)(*args)
+
+    def _shutdown(self) -> None:
+        executor = self.__dict__.get("_executor")
+        if executor is not None:
+            executor.shutdown(wait=True)
+            for env in self._envs:
+                env.close()
+            self.__dict__["_executor"] = None
+
+
+class ProcessorAsyncEnvPool(AsyncEnvPool):
+    """An implementation of *AsyncEnvPool* using multiprocessing for parallel execution of environments.
+
+    Each sub-env lives in its own worker process (started like
+    :class:`ParallelEnv`'s: in parallel, ``fork`` where safe) and data moves as
+    pickled tensordicts, so sub-envs may have different specs. Worker errors,
+    deaths and hangs are reported as in :class:`ParallelEnv`. See :class:`AsyncEnvPool`.
+
+    Examples:
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> env = ProcessorAsyncEnvPool([CountingEnv] * 2)
+        >>> env.async_reset_send()
+        >>> env.async_reset_recv(min_get=2)["env_index"]
+        tensor([0, 1])
+        >>> env.close()
+    """
+
+    def _launch(self, makers: list, kwargs: list[dict]) -> list[EnvMetaData]:
+        groups = [([fn], [kw], i) for i, (fn, kw) in enumerate(zip(makers, kwargs))]
+        pool = WorkerPool(
+            "ProcessorAsyncEnvPool", groups, start_method=default_start_method(), timeout=None
+        )
+        self.__dict__["_pool"] = pool
+        replies = pool.recv(list(range(len(groups))), "start")
+        return [pickle.loads(r)[0] for r in replies]
+
+    def _submit(self, kind: str, index: int, tensordict: TensorDictBase | None) -> None:
+        payload = CALL + pickle.dumps((_KINDS[kind], ([0], [tensordict])))
+        self._pool.send([index], payload, kind)
+
+    def _collect(self, indices: list[int], kind: str, min_get: int) -> dict[int, Any]:
+        replies = self._pool.recv_ready(indices, kind, min_get)
+        return {i: pickle.loads(r)[0] for i, r in replies.items()}
+
+    def _call_env(self, index: int, name: str, *args: Any) -> Any:  # Any: method I/O
+        return self._pool.call_each([index], "call", [(name, args, {})])[0][0]
+
+    def _shutdown(self) -> None:
+        pool = self.__dict__.get("_pool")
+        if pool is not None:
+            pool.close()
+
+
+_BACKENDS = {"threading": ThreadingAsyncEnvPool, "multiprocessing": ProcessorAsyncEnvPool}

@@ -1,0 +1,426 @@
+"""``BatchedEnvBase``: what ``SerialEnv`` and ``ParallelEnv`` share.
+
+Argument handling, specs stacked from the sub-envs' metadata, the buffers that
+carry inputs and outputs, partial steps/resets, seeding and attribute forwarding.
+Subclasses provide the transport: :meth:`_launch` (build the envs and return their
+metadata), :meth:`_call` (run an ``EnvGroup`` method in some workers) and
+:meth:`_step_all` / :meth:`_step_reset_all` (the hot paths).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import LazyStackedTensorDict, NestedKey, TensorDictBase
+
+from rl_batched_envs._env_group import BufferLayout
+from rl_envs_core import EnvBase, EnvMetaData
+from rl_specs import Composite, contains_lazy_spec
+
+EnvFactory = Callable[..., EnvBase]
+
+
+def _as_list(value: Any, n: int, name: str, kind: type | tuple) -> list:  # Any: one or many
+    if isinstance(value, kind) or not isinstance(value, Sequence):
+        return [value] * n
+    if len(value) != n:
+        raise ValueError(
+            f"{name} must be a single item or a sequence of num_workers={n} items, got "
+            f"{len(value)} items. Pass one per env or a single one for all."
+        )
+    return list(value)
+
+
+def stack_specs(metas: Sequence[EnvMetaData]) -> tuple[Composite, bool]:
+    """The sub-envs' specs stacked along a new first dim, and whether the stack is lazy."""
+    first = metas[0].specs
+    if all(m.specs == first for m in metas[1:]):
+        specs = first.expand(len(metas), *first.shape).clone()
+    else:
+        specs = torch.stack([m.specs for m in metas], 0)
+    return specs, contains_lazy_spec(specs)
+
+
+def install_specs(env: EnvBase, specs: Composite, lazy: bool) -> None:
+    """Give ``env`` the stacked ``specs`` (lazy stacks are stored as they are)."""
+    if lazy:
+        env.__dict__["_output_spec"] = specs["output_spec"].to(env.device)
+        env.__dict__["_input_spec"] = specs["input_spec"].to(env.device)
+        env._invalidate_cache()
+        # Each sub-env checks its own inputs and outputs; the generic check cannot
+        # read heterogeneous lazy stacks.
+        env.__dict__["_io_checked"] = True
+    else:
+        env.output_spec = specs["output_spec"]
+        env.input_spec = specs["input_spec"]
+
+
+def check_sub_batch(owner: str, metas: Sequence[EnvMetaData]) -> torch.Size:
+    """The sub-envs' common batch size.
+
+    Raises:
+        ValueError: the sub-envs have different batch sizes.
+    """
+    sub_batch = metas[0].batch_size
+    for i, meta in enumerate(metas):
+        if meta.batch_size != sub_batch:
+            raise ValueError(
+                f"{owner} needs sub-envs with one batch size: env 0 has "
+                f"{tuple(sub_batch)}, env {i} has {tuple(meta.batch_size)}. Build every "
+                f"env with the same batch_size."
+            )
+    return sub_batch
+
+
+def active_envs(mask: torch.Tensor | None, n: int) -> list[int] | None:
+    """The sub-envs a ``"_step"``/``"_reset"`` mask selects (``None``: no mask, all)."""
+    if mask is None:
+        return None
+    flags = mask.reshape(n, -1).any(-1).tolist()
+    return [i for i, f in enumerate(flags) if f]
+
+
+def reset_targets(
+    tensordict: TensorDictBase | None, reset_keys: Sequence[NestedKey], n: int
+) -> tuple[list[NestedKey], list[int] | None]:
+    """The ``"_reset"`` keys present and the sub-envs to reset (``None``: all).
+
+    A root ``"_reset"`` decides alone; otherwise a sub-env is reset when any
+    nested mask selects one of its elements.
+    """
+    if tensordict is None:
+        return [], None
+    found = [k for k in reset_keys if tensordict.get(k, None) is not None]
+    if "_reset" in found:
+        return found, active_envs(tensordict.get("_reset"), n)
+    if not found:
+        return found, None
+    flags = torch.zeros(n, dtype=torch.bool)
+    for key in found:
+        flags |= tensordict.get(key).reshape(n, -1).any(-1).cpu()
+    return found, flags.nonzero().squeeze(-1).tolist()
+
+
+class BatchedEnvBase(EnvBase):
+    """Common base of batched envs; see :class:`SerialEnv` for the arguments."""
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: EnvFactory | Sequence[EnvFactory],
+        create_env_kwargs: dict | Sequence[dict] | None = None,
+        *,
+        device: torch.device | str | None = None,
+        use_buffers: bool | None = None,
+        num_threads: int | None = None,
+    ) -> None:
+        if not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(
+                f"{type(self).__name__} expected num_workers to be a positive int, got "
+                f"{num_workers!r}."
+            )
+        fns = _as_list(create_env_fn, num_workers, "create_env_fn", ())
+        for fn in fns:
+            if not callable(fn):
+                raise TypeError(
+                    f"create_env_fn must be a callable returning an env, got "
+                    f"{type(fn).__name__}. Pass the env class or a function that builds it."
+                )
+        kwargs = _as_list(create_env_kwargs or {}, num_workers, "create_env_kwargs", dict)
+        self.__dict__["_fns"] = fns
+        self.__dict__["_kwargs"] = [dict(k) for k in kwargs]
+        self.__dict__["_num_workers"] = num_workers
+        self.__dict__["_use_buffers_arg"] = use_buffers
+        if num_threads is not None:
+            torch.set_num_threads(num_threads)
+        metas = self._start_and_collect()
+        try:
+            sub_batch = check_sub_batch(type(self).__name__, metas)
+        except ValueError:
+            self.close()
+            raise
+        if device is None:
+            device = metas[0].device
+        super().__init__(device=device, batch_size=torch.Size([num_workers, *sub_batch]))
+        self._set_specs(metas)
+
+    # ------------------------------------------------------------------ subclass hooks
+    def _launch(self) -> list[EnvMetaData]:
+        raise NotImplementedError
+
+    def _call_each(self, name: str, args: dict[int, tuple]) -> dict:
+        raise NotImplementedError
+
+    def _attach(self, buffers: tuple) -> None:
+        raise NotImplementedError
+
+    def _step_all(self) -> None:
+        raise NotImplementedError
+
+    def _step_reset_all(self) -> None:
+        raise NotImplementedError
+
+    def _shutdown(self) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ start-up
+    @property
+    def num_workers(self) -> int:
+        """The number of sub-envs (the leading batch dim)."""
+        return self._num_workers
+
+    def _start_and_collect(self) -> list[EnvMetaData]:
+        metas = self._launch()
+        self.__dict__["_running"] = True
+        self.__dict__["_meta_data"] = metas
+        return metas
+
+    def _set_specs(self, metas: list[EnvMetaData]) -> None:
+        specs, lazy = stack_specs(metas)
+        install_specs(self, specs, lazy)
+        dynamic = self._key_cache()["dynamic"]
+        use = self._use_buffers_arg
+        if use is None:
+            use = not (lazy or dynamic)
+        elif use and (lazy or dynamic):
+            self._shutdown()
+            raise ValueError(
+                f"{type(self).__name__}(use_buffers=True) needs static, stackable specs, but "
+                f"the sub-envs have {'heterogeneous' if lazy else 'dynamic (-1)'} specs. Pass "
+                f"use_buffers=None or False."
+            )
+        self.__dict__["_use_buffers"] = use
+        self.__dict__["_lazy"] = lazy or dynamic
+        if use:
+            self._make_buffers(specs)
+        else:
+            self.__dict__["_last_next"] = [m.tensordict.get("next") for m in metas]
+            self.__dict__["_last_root"] = [m.tensordict.exclude("next") for m in metas]
+
+    def _make_buffers(self, specs: Composite) -> None:
+        out, inp = specs["output_spec"], specs["input_spec"]
+        cache = self._key_cache()
+        batch = self.batch_size
+        obs = out["full_observation_spec"].zero()
+        done = out["full_done_spec"].zero()
+        state = inp["full_state_spec"].zero()
+        in_buf = inp["full_action_spec"].zero()
+        in_buf.update(state)
+        in_buf.set("_step", torch.zeros(batch, dtype=torch.bool))
+        for level, keys in cache["done_levels"].items():
+            shape = done.get(keys[0]).shape
+            in_buf.set((*level, "_reset"), torch.zeros(shape, dtype=torch.bool))
+        next_buf = obs.clone()
+        next_buf.update(out["full_reward_spec"].zero())
+        next_buf.update(done.clone())
+        root_buf = obs.clone()
+        root_buf.update(done.clone())
+        root_buf.update(state.clone())
+        layout = BufferLayout(
+            in_keys=[*cache["action_keys"], *cache["state_keys"]],
+            mask_keys=["_step", *cache["reset_keys"]],
+            next_keys=[*cache["observation_keys"], *cache["reward_keys"], *cache["done_keys"]],
+            root_keys=[*cache["observation_keys"], *cache["done_keys"], *cache["state_keys"]],
+            optional_keys=cache["state_keys"],
+        )
+        buffers = (layout, *(self._share(b.cpu()) for b in (in_buf, next_buf, root_buf)))
+        self._attach(buffers)
+        _, in_buf, next_buf, root_buf = buffers
+        state = self.__dict__
+        state["_in_pairs"] = [(k, in_buf.get(k)) for k in layout.in_keys]
+        state["_mask_buf"] = in_buf
+        state["_next_buf"] = next_buf
+        state["_root_buf"] = root_buf
+
+    def _share(self, buf: TensorDictBase) -> TensorDictBase:
+        return buf
+
+    def _ensure_started(self) -> None:
+        if not self._running:
+            self.start()
+
+    def start(self) -> None:
+        """Start the sub-envs (done at construction; again after ``close()``)."""
+        if self._running:
+            return
+        self._set_specs(self._start_and_collect())
+        self.is_closed = False
+
+    def close(self) -> None:
+        """Close the sub-envs and stop the workers; the env restarts on next use."""
+        if self.__dict__.get("_running", False):
+            self._shutdown()
+        self.__dict__["_running"] = False
+        self.__dict__["is_closed"] = True
+
+    def __enter__(self) -> BatchedEnvBase:
+        self._ensure_started()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def update_kwargs(self, kwargs: dict | Sequence[dict]) -> None:
+        """Update the kwargs given to each env factory (a dict for all or one per env).
+
+        Running sub-envs are closed; the env restarts with the new kwargs on next use.
+        """
+        new = _as_list(kwargs, self.num_workers, "kwargs", dict)
+        for old, extra in zip(self._kwargs, new):
+            old.update(extra)
+        if self._running:
+            self.close()
+
+    # ------------------------------------------------------------------ routing
+    def _route(self, envs: list[int] | None) -> dict[int, list[int] | None]:
+        """Global env indices -> {worker: local indices or None (all)}."""
+        spans = self._spans
+        if envs is None:
+            return {w: None for w in range(len(spans))}
+        routed: dict[int, list[int] | None] = {}
+        for i in envs:
+            w = self._worker_of[i]
+            routed.setdefault(w, []).append(i - spans[w][0])
+        return routed
+
+    def _output(self, buf: TensorDictBase) -> TensorDictBase:
+        device = self.device
+        if device is not None and device != buf.device:
+            return buf.to(device)
+        return buf.clone()
+
+    def _stack(self, tds: list[TensorDictBase]) -> TensorDictBase:
+        if self._lazy:
+            out = LazyStackedTensorDict.lazy_stack(tds, 0)
+        else:
+            out = torch.stack(tds, 0)
+        return out.to(self.device) if self.device is not None else out
+
+    def _pickled(
+        self, name: str, envs: list[int] | None, inputs: list[TensorDictBase | None], extra: tuple
+    ) -> list:
+        envs = list(range(self.num_workers)) if envs is None else envs
+        by_env = dict(zip(envs, inputs))
+        args = {}
+        for w, local in self._route(envs).items():
+            start = self._spans[w][0]
+            args[w] = (local, [by_env[start + j] for j in local], *extra)
+        results = self._call_each(name, args)
+        flat = {}
+        for w, local in self._route(envs).items():
+            start = self._spans[w][0]
+            for j, res in zip(local, results[w]):
+                flat[start + j] = res
+        return flat
+
+    # ------------------------------------------------------------------ step / reset
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self._ensure_started()
+        mask = tensordict.get("_step", None)
+        envs = active_envs(mask, self.num_workers)
+        if not self._use_buffers:
+            inputs = [tensordict[i] for i in (envs or range(self.num_workers))]
+            for i, nxt in self._pickled("step", envs, inputs, ()).items():
+                self._last_next[i] = nxt
+            return self._stack(self._last_next)
+        for key, buf in self._in_pairs:
+            value = tensordict.get(key, None)
+            if value is not None:
+                buf.copy_(value)
+        if envs is None:
+            self._step_all()
+        else:
+            partial = len(self.batch_size) > 1
+            if partial:
+                self._mask_buf.get("_step").copy_(mask.reshape(self.batch_size))
+            route = self._route(envs)
+            self._call_each("step", {w: (local, None, partial) for w, local in route.items()})
+        return self._output(self._next_buf)
+
+    def step_and_maybe_reset(
+        self, tensordict: TensorDictBase
+    ) -> tuple[TensorDictBase, TensorDictBase]:
+        """Step every sub-env and reset the done ones inside the workers.
+
+        Returns the step data (with ``"next"``) and the input of the next step.
+        """
+        if not self._use_buffers or "_step" in tensordict.keys():
+            return super().step_and_maybe_reset(tensordict)
+        self._ensure_started()
+        for key, buf in self._in_pairs:
+            value = tensordict.get(key, None)
+            if value is not None:
+                buf.copy_(value)
+        self._step_reset_all()
+        tensordict.set("next", self._output(self._next_buf))
+        root = self._step_mdp(tensordict)
+        root.update(self._output(self._root_buf))
+        return tensordict, root
+
+    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
+        self._ensure_started()
+        found, envs = reset_targets(tensordict, self._key_cache()["reset_keys"], self.num_workers)
+        if not self._use_buffers:
+            inputs = []
+            for i in envs if envs is not None else range(self.num_workers):
+                inputs.append(tensordict[i].select(*found) if found else None)
+            for i, out in self._pickled("reset", envs, inputs, ((), kwargs)).items():
+                self._last_root[i] = out
+            return self._stack(self._last_root)
+        for key in found:
+            self._mask_buf.get(key).copy_(tensordict.get(key))
+        if envs is None or envs:
+            route = self._route(envs)
+            self._call_each("reset", {w: (j, None, found, kwargs) for w, j in route.items()})
+        return self._output(self._root_buf)
+
+    # ------------------------------------------------------------------ seeds, attributes
+    def _set_seed(self, seed: int | None) -> None:
+        self._seed_chain(seed, False)
+
+    def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
+        """Seed the sub-envs in turn, each with the seed the previous one returned.
+
+        Returns the seed following the last sub-env's (to seed other envs with).
+        """
+        return self._seed_chain(seed, static_seed)
+
+    def _seed_chain(self, seed: int | None, static_seed: bool) -> int | None:
+        self._ensure_started()
+        for w in range(len(self._spans)):
+            seed = self._call_each("set_seed", {w: (seed, static_seed)})[w]
+        return seed
+
+    def _forward(self, name: str) -> Any:  # Any: whatever the sub-envs hold
+        self._ensure_started()
+        workers = range(len(self._spans))
+        if self._call_each("is_method", {0: (name,)})[0]:
+
+            def method(*args: Any, **kwargs: Any) -> list:  # Any: forwarded arguments
+                results = self._call_each("call", {w: (name, args, kwargs) for w in workers})
+                return [r for w in workers for r in results[w]]
+
+            return method
+        results = self._call_each("get_attr", {w: (name,) for w in workers})
+        return [r for w in workers for r in results[w]]
+
+    def __getattr__(self, name: str) -> Any:  # Any: forwarded attribute
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            if name.startswith("_") or not self.__dict__.get("_running", False):
+                raise
+        try:
+            return self._forward(name)
+        except AttributeError as err:
+            raise AttributeError(
+                f"{type(self).__name__} has no attribute {name!r} and its sub-envs neither: {err}"
+            ) from None
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(num_workers={self.num_workers}, "
+            f"batch_size={tuple(self.batch_size)}, device={self.device})"
+        )

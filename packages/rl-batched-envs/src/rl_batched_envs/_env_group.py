@@ -1,0 +1,224 @@
+"""``EnvGroup``: the envs one worker (or a ``SerialEnv``) runs, and its buffer I/O.
+
+A group owns envs ``offset .. offset + len(envs) - 1`` of a batched env. With
+buffers attached (static specs) it reads inputs from and writes outputs into
+preallocated tensordicts indexed by env; without buffers (dynamic or
+heterogeneous specs) it takes input tensordicts and returns output tensordicts.
+The same code runs in a ``SerialEnv`` and in every ``ParallelEnv`` worker, so both
+produce the same data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import NestedKey, TensorDict, TensorDictBase
+
+from rl_envs_core import EnvBase, EnvMetaData
+
+Pairs = list[tuple[NestedKey, torch.Tensor]]
+
+
+def key_str(key: NestedKey) -> str:
+    """A readable form of a (possibly nested) key."""
+    return repr(key if isinstance(key, str) or len(key) > 1 else key[0])
+
+
+class BufferLayout:
+    """Which keys go through which buffer (all key lists are fixed at start-up).
+
+    Args:
+        in_keys: root inputs (actions and states).
+        mask_keys: ``"_step"`` and one ``"_reset"`` per done level.
+        next_keys: step outputs (observations, rewards, dones).
+        root_keys: reset outputs (observations, dones) and states.
+        optional_keys: root keys an env may leave out (states).
+    """
+
+    def __init__(
+        self,
+        *,
+        in_keys: Sequence[NestedKey],
+        mask_keys: Sequence[NestedKey],
+        next_keys: Sequence[NestedKey],
+        root_keys: Sequence[NestedKey],
+        optional_keys: Sequence[NestedKey],
+    ) -> None:
+        self.in_keys = list(in_keys)
+        self.mask_keys = list(mask_keys)
+        self.next_keys = list(next_keys)
+        self.root_keys = list(root_keys)
+        self.optional_keys = set(optional_keys)
+
+
+class EnvGroup:
+    """The envs of one worker and the code that drives them.
+
+    Args:
+        envs: the envs, in batch order.
+        offset: the batch index of the first env.
+        owner: the batched env class name (for error messages).
+    """
+
+    def __init__(self, envs: Sequence[EnvBase], *, offset: int, owner: str) -> None:
+        self.envs = list(envs)
+        self.offset = offset
+        self.owner = owner
+        self.buffered = False
+
+    # ------------------------------------------------------------------ buffers
+    def attach(
+        self,
+        layout: BufferLayout,
+        in_buf: TensorDictBase,
+        next_buf: TensorDictBase,
+        root_buf: TensorDictBase,
+    ) -> None:
+        """Index the full-batch buffers once; later calls only copy tensors."""
+        self.layout = layout
+        self.in_td, self.masks, self.next_pairs, self.root_pairs = [], [], [], []
+        for j in range(len(self.envs)):
+            i = self.offset + j
+            view = in_buf[i]
+            self.in_td.append(view.select(*layout.in_keys))
+            self.masks.append(view.select(*layout.mask_keys))
+            nxt, root = next_buf[i], root_buf[i]
+            self.next_pairs.append([(k, nxt.get(k)) for k in layout.next_keys])
+            self.root_pairs.append([(k, root.get(k)) for k in layout.root_keys])
+        self.buffered = True
+
+    def _write(self, j: int, pairs: Pairs, data: TensorDictBase, what: str) -> None:
+        optional = self.layout.optional_keys
+        for key, dst in pairs:
+            src = data.get(key, None)
+            if src is None:
+                if key in optional:
+                    continue
+                raise KeyError(
+                    f"{self.owner}: env {self.offset + j} returned no entry {key_str(key)} from "
+                    f"{what}, but its specs declare it (returned: "
+                    f"{sorted(map(str, data.keys(True, True)))}). Run check_env_specs(env) on "
+                    f"the sub-env and return every entry its specs declare."
+                )
+            if src.shape != dst.shape:
+                raise ValueError(
+                    f"{self.owner}: env {self.offset + j} returned the entry {key_str(key)} "
+                    f"with shape {tuple(src.shape)} from {what}, but its specs declare shape "
+                    f"{tuple(dst.shape)}. Run check_env_specs(env) on the sub-env and fix its "
+                    f"specs or its output."
+                )
+            dst.copy_(src)
+
+    def _inputs(self, j: int, mask_key: NestedKey | None) -> TensorDictBase:
+        td = self.in_td[j].copy()
+        if mask_key is not None:
+            td.set(mask_key, self.masks[j].get(mask_key))
+        return td
+
+    def _active(self, active: Sequence[int] | None) -> Sequence[int]:
+        return range(len(self.envs)) if active is None else active
+
+    # ------------------------------------------------------------------ commands
+    def step(
+        self,
+        active: Sequence[int] | None,
+        inputs: Sequence[TensorDictBase] | None = None,
+        partial: bool = False,
+    ) -> list[TensorDictBase] | None:
+        """Step the ``active`` envs (local indices; ``None``: all)."""
+        envs = self.envs
+        if not self.buffered:
+            return [envs[j].step(td).get("next") for j, td in zip(self._active(active), inputs)]
+        mask_key = "_step" if partial else None
+        for j in self._active(active):
+            out = envs[j].step(self._inputs(j, mask_key))
+            self._write(j, self.next_pairs[j], out.get("next"), "step")
+        return None
+
+    def step_full(
+        self, active: Sequence[int] | None, inputs: Sequence[TensorDictBase]
+    ) -> list[TensorDictBase]:
+        """Step the ``active`` envs on ``inputs``; return the whole step data."""
+        return [self.envs[j].step(td) for j, td in zip(self._active(active), inputs)]
+
+    def step_and_maybe_reset(
+        self, active: Sequence[int] | None, inputs: Sequence[TensorDictBase] | None = None
+    ) -> list[tuple[TensorDictBase, TensorDictBase]] | None:
+        """Step the envs and reset the done ones, all inside this group."""
+        envs = self.envs
+        if not self.buffered:
+            results = []
+            for j, td in zip(self._active(active), inputs):
+                out, root = envs[j].step_and_maybe_reset(td)
+                results.append((out.get("next"), root))
+            return results
+        for j in self._active(active):
+            out, root = envs[j].step_and_maybe_reset(self._inputs(j, None))
+            self._write(j, self.next_pairs[j], out.get("next"), "step")
+            self._write(j, self.root_pairs[j], root, "step_and_maybe_reset")
+        return None
+
+    def reset(
+        self,
+        active: Sequence[int] | None,
+        inputs: Sequence[TensorDictBase | None] | None = None,
+        reset_keys: Sequence[NestedKey] = (),
+        kwargs: dict | None = None,
+    ) -> list[TensorDictBase] | None:
+        """Reset the ``active`` envs; ``reset_keys`` name the masks to pass on."""
+        envs, kwargs = self.envs, kwargs or {}
+        if not self.buffered:
+            return [envs[j].reset(td, **kwargs) for j, td in zip(self._active(active), inputs)]
+        for j in self._active(active):
+            td = None
+            if reset_keys:
+                masks = self.masks[j]
+                td = TensorDict({k: masks.get(k) for k in reset_keys}, batch_size=masks.batch_size)
+                if all(bool(td.get(k).all()) for k in reset_keys) and "_reset" in reset_keys:
+                    td = None
+            out = envs[j].reset(td, **kwargs)
+            self._write(j, self.root_pairs[j], out, "reset")
+        return None
+
+    def set_seed(self, seed: int | None, static_seed: bool) -> int | None:
+        """Seed each env with the seed the previous one returned; return the last."""
+        for env in self.envs:
+            seed = env.set_seed(seed, static_seed=static_seed)
+        return seed
+
+    def get_attr(self, name: str) -> list[Any]:  # Any: arbitrary env attributes
+        """``getattr(env, name)`` of every env."""
+        return [getattr(env, name) for env in self.envs]
+
+    def is_method(self, name: str) -> bool:
+        """Whether ``name`` is a method (a callable attribute) of the first env."""
+        return callable(getattr(self.envs[0], name))
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:  # Any: method results
+        """Call the method ``name`` on every env."""
+        return [getattr(env, name)(*args, **kwargs) for env in self.envs]
+
+    def metadata(self) -> list[EnvMetaData]:
+        """The metadata of every env."""
+        return [EnvMetaData.metadata_from_env(env) for env in self.envs]
+
+    def close(self) -> None:
+        """Close every env."""
+        for env in self.envs:
+            env.close()
+
+
+def build_envs(fns: Sequence[Callable[..., EnvBase]], kwargs: Sequence[dict]) -> list[EnvBase]:
+    """Call each factory with its kwargs, checking that it returns an ``EnvBase``."""
+    envs = []
+    for fn, kw in zip(fns, kwargs):
+        env = fn(**kw)
+        if not isinstance(env, EnvBase):
+            raise TypeError(
+                f"create_env_fn must return an EnvBase, {fn!r} returned "
+                f"{type(env).__name__}. Wrap the env (e.g. GymWrapper) or return an EnvBase."
+            )
+        envs.append(env)
+    return envs

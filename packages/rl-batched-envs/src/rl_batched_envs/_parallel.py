@@ -1,0 +1,196 @@
+"""``ParallelEnv``: a batch of envs run in worker processes over shared memory."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+
+import torch
+from tensordict import TensorDictBase
+
+from rl_batched_envs._batched import BatchedEnvBase, EnvFactory
+from rl_batched_envs._errors import WorkerDiedError
+from rl_batched_envs._worker import STEP, STEP_RESET, WorkerPool, default_start_method
+from rl_envs_core import EnvMetaData
+
+DEFAULT_TIMEOUT = 120.0
+"""Seconds the main process waits for a worker's reply before shutting it down."""
+
+_START_METHODS = ("fork", "spawn", "forkserver")
+
+
+def _check_picklable(objects: Sequence[object], method: str) -> None:
+    for obj in objects:
+        try:
+            pickle.dumps(obj)
+        except Exception as err:
+            raise TypeError(
+                f"ParallelEnv(mp_start_method={method!r}) sends the env factory to the "
+                f"workers by pickling it, but {obj!r} cannot be pickled ({err}). Use a "
+                f"module-level function, functools.partial or EnvCreator, or "
+                f"mp_start_method='fork'."
+            ) from err
+
+
+class ParallelEnv(BatchedEnvBase):
+    """Creates one environment per process.
+
+    Same API and results as :class:`SerialEnv` (same seeds, same data), with the
+    sub-envs in worker processes. Inputs and outputs move through shared-memory
+    buffers preallocated from the specs (no pickling per step), each worker
+    answering a one-byte command; outputs are copied to ``device`` once per batch.
+    Envs with dynamic (``-1``) or heterogeneous specs fall back to pickled
+    tensordicts. ``step_and_maybe_reset`` resets done envs inside the workers.
+
+    Workers start in parallel, build their envs and report the envs' metadata (the
+    main process builds no env). They use ``fork`` where it is safe (Linux, no
+    CUDA context) and ``spawn`` otherwise, or ``mp_start_method``. Each worker
+    runs ``num_sub_threads`` torch threads.
+
+    Failures: an exception in a worker is re-raised here with its type, the worker
+    index and its traceback. A worker that dies (e.g. killed by the OOM killer)
+    raises :class:`~rl_batched_envs._errors.WorkerDiedError` naming the worker, its
+    exit code or signal and the command; a worker silent for ``timeout`` seconds
+    raises ``TimeoutError``. In both cases every worker is shut down and the env
+    restarts on next use. ``close()`` (or garbage collection) stops the workers.
+
+    Args:
+        num_workers (int): the number of sub-envs (the leading batch dim).
+        create_env_fn (callable or list of callables): builds a sub-env; see
+            :class:`SerialEnv`. With ``spawn`` it must be picklable.
+        create_env_kwargs (dict or list of dicts, optional): kwargs of
+            ``create_env_fn``. Defaults to ``None``.
+
+    Keyword Args:
+        device (torch.device, optional): the device of the batched env's data.
+            Defaults to ``None`` (the sub-envs' device).
+        mp_start_method (str, optional): ``"fork"``, ``"spawn"`` or
+            ``"forkserver"``. Defaults to ``None`` (fork where safe).
+        use_buffers (bool, optional): use shared-memory buffers. Defaults to
+            ``None`` (whenever the specs are static and stackable).
+        num_threads (int, optional): torch threads of the main process. Defaults
+            to ``None`` (unchanged).
+        num_sub_threads (int, optional): torch threads of each worker. Defaults to ``1``.
+        num_envs_per_worker (int, optional): sub-envs run (serially) by each worker
+            process, so that cheap envs are not dominated by inter-process
+            communication; ``num_workers`` still counts sub-envs. Defaults to ``1``.
+        timeout (float, optional): seconds to wait for a worker's answer; ``None``
+            waits forever. Defaults to ``120.0``.
+
+    Raises:
+        ValueError: a bad ``num_workers``, ``num_envs_per_worker`` or ``mp_start_method``.
+        TypeError: with ``spawn``, a factory that cannot be pickled (the message
+            names it).
+
+    Examples:
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> with ParallelEnv(2, CountingEnv, {"max_steps": 3}) as env:
+        ...     data = env.rollout(5)
+        >>> data.batch_size
+        torch.Size([2, 3])
+        >>> data["next", "done"][:, -1].squeeze(-1)
+        tensor([True, True])
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: EnvFactory | Sequence[EnvFactory],
+        create_env_kwargs: dict | Sequence[dict] | None = None,
+        *,
+        device: torch.device | str | None = None,
+        mp_start_method: str | None = None,
+        use_buffers: bool | None = None,
+        num_threads: int | None = None,
+        num_sub_threads: int = 1,
+        num_envs_per_worker: int = 1,
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ) -> None:
+        if mp_start_method is not None and mp_start_method not in _START_METHODS:
+            raise ValueError(
+                f"mp_start_method must be one of {_START_METHODS} or None, got {mp_start_method!r}."
+            )
+        if not isinstance(num_envs_per_worker, int) or num_envs_per_worker < 1:
+            raise ValueError(
+                f"num_envs_per_worker must be a positive int, got {num_envs_per_worker!r}."
+            )
+        state = self.__dict__
+        state["_start_method"] = mp_start_method or default_start_method()
+        state["_num_sub_threads"] = num_sub_threads
+        state["_envs_per_worker"] = num_envs_per_worker
+        state["_timeout"] = timeout
+        super().__init__(
+            num_workers,
+            create_env_fn,
+            create_env_kwargs,
+            device=device,
+            use_buffers=use_buffers,
+            num_threads=num_threads,
+        )
+
+    @property
+    def mp_start_method(self) -> str:
+        """The start method of the worker processes."""
+        return self._start_method
+
+    def worker_pids(self) -> list[int]:
+        """The process ids of the running workers (empty when closed)."""
+        pool = self.__dict__.get("_pool")
+        return pool.pids() if pool is not None and pool.alive else []
+
+    def _launch(self) -> list[EnvMetaData]:
+        n, k = self._num_workers, self._envs_per_worker
+        fns, kwargs = self._fns, self._kwargs
+        method = self._start_method
+        if method != "fork":
+            _check_picklable([*fns, *kwargs], method)
+        spans = [(s, min(s + k, n)) for s in range(0, n, k)]
+        state = self.__dict__
+        state["_spans"] = spans
+        state["_worker_of"] = [w for w, (s, e) in enumerate(spans) for _ in range(s, e)]
+        state["_all"] = list(range(len(spans)))
+        groups = [(fns[s:e], kwargs[s:e], s) for s, e in spans]
+        pool = WorkerPool(
+            "ParallelEnv",
+            groups,
+            start_method=method,
+            timeout=self._timeout,
+            num_threads=self._num_sub_threads,
+        )
+        state["_pool"] = pool
+        replies = self._guard(pool.recv, state["_all"], "start")
+        return [meta for r in replies for meta in pickle.loads(r)]
+
+    def _guard(self, fn, *args):
+        try:
+            return fn(*args)
+        except (WorkerDiedError, TimeoutError):
+            self.__dict__["_running"] = False
+            self.__dict__["is_closed"] = True
+            raise
+
+    def _call_each(self, name: str, args: dict[int, tuple]) -> dict:
+        workers = list(args)
+        results = self._guard(self._pool.call_each, workers, name, list(args.values()))
+        return dict(zip(workers, results))
+
+    def _share(self, buf: TensorDictBase) -> TensorDictBase:
+        return buf.share_memory_()
+
+    def _attach(self, buffers: tuple) -> None:
+        self._guard(self._pool.attach, self._all, buffers)
+
+    def _step_all(self) -> None:
+        pool, workers = self._pool, self._all
+        self._guard(pool.send, workers, STEP, "step")
+        self._guard(pool.recv, workers, "step")
+
+    def _step_reset_all(self) -> None:
+        pool, workers = self._pool, self._all
+        self._guard(pool.send, workers, STEP_RESET, "step_and_maybe_reset")
+        self._guard(pool.recv, workers, "step_and_maybe_reset")
+
+    def _shutdown(self) -> None:
+        pool = self.__dict__.get("_pool")
+        if pool is not None:
+            pool.close()

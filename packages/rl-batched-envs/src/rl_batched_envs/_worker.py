@@ -1,0 +1,286 @@
+"""Worker processes: the loop each one runs and the parent-side ``WorkerPool``.
+
+Each worker owns an :class:`EnvGroup`. The parent talks to it over one pipe:
+a one-byte command for the hot paths (the data itself moves through shared-memory
+buffers) and a pickled ``(method, args)`` message for everything else. The parent
+waits on the pipes *and* on the process sentinels, so a worker that dies is
+noticed at once (never a hang or a bare ``EOFError``), and a worker that stays
+silent past ``timeout`` seconds is shut down with a ``TimeoutError``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+import time
+import traceback
+import weakref
+from collections.abc import Callable, Sequence
+from multiprocessing import connection
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+
+from rl_batched_envs._env_group import EnvGroup, build_envs
+from rl_batched_envs._errors import WorkerDiedError, decode_exception, encode_exception
+
+STEP = b"s"  # step every env of the group, data in the buffers
+STEP_RESET = b"m"  # step_and_maybe_reset every env of the group
+CALL = b"x"  # pickled (method name, args) for the group
+ATTACH = b"a"  # the shared buffers, pickled with ForkingPickler
+CLOSE = b"c"
+OK = b"k"
+ERR = b"e"
+
+_COMMAND_NAMES = {STEP: "step", STEP_RESET: "step_and_maybe_reset", CLOSE: "close"}
+_CLOSE_WAIT_S = 2.0
+
+
+def worker_main(
+    index: int,
+    conn: connection.Connection,
+    fns: Sequence[Callable],
+    kwargs: Sequence[dict],
+    offset: int,
+    owner: str,
+    inherited: Sequence[connection.Connection],
+    num_threads: int,
+) -> None:
+    """Run one worker: build the envs, report their metadata, serve commands."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for other in inherited:  # pipe ends of earlier workers copied by fork
+        other.close()
+    torch.set_num_threads(num_threads)
+    try:
+        group = EnvGroup(build_envs(fns, kwargs), offset=offset, owner=owner)
+        conn.send_bytes(OK + pickle.dumps(group.metadata()))
+    except BaseException as exc:
+        conn.send_bytes(ERR + encode_exception(exc, traceback.format_exc()))
+        return
+    step, step_reset = group.step, group.step_and_maybe_reset
+    while True:
+        try:
+            msg = conn.recv_bytes()
+        except (EOFError, OSError):  # the parent is gone
+            break
+        code = msg[:1]
+        try:
+            if code == STEP:
+                step(None)
+                reply = OK
+            elif code == STEP_RESET:
+                step_reset(None)
+                reply = OK
+            elif code == CALL:
+                name, args = pickle.loads(msg[1:])
+                reply = OK + pickle.dumps(getattr(group, name)(*args))
+            elif code == ATTACH:
+                group.attach(*pickle.loads(msg[1:]))
+                reply = OK
+            else:
+                group.close()
+                conn.send_bytes(OK)
+                break
+        except BaseException as exc:
+            reply = ERR + encode_exception(exc, traceback.format_exc())
+        conn.send_bytes(reply)
+    conn.close()
+
+
+def _shutdown(processes: list, conns: list, graceful: bool) -> None:
+    """Stop every worker (close message, then SIGTERM, then SIGKILL) and close the pipes."""
+    if graceful:
+        for proc, conn in zip(processes, conns):
+            if proc.is_alive():
+                try:
+                    conn.send_bytes(CLOSE)
+                except OSError:
+                    pass
+        deadline = time.monotonic() + _CLOSE_WAIT_S
+        for proc in processes:
+            proc.join(max(0.0, deadline - time.monotonic()))
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in processes:
+        proc.join(1.0)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(1.0)
+    for conn in conns:
+        conn.close()
+    for proc in processes:
+        if proc.exitcode is not None:
+            proc.close()
+    processes.clear()
+    conns.clear()
+
+
+def default_start_method() -> str:
+    """``fork`` where safe (Linux, no CUDA context yet), ``spawn`` otherwise."""
+    methods = mp.get_all_start_methods()
+    if "fork" in methods and os.name == "posix" and not torch.cuda.is_initialized():
+        return "fork"
+    return "spawn"
+
+
+class WorkerPool:
+    """Processes running :func:`worker_main`, with death and timeout detection.
+
+    Args:
+        owner: the class name used in messages.
+        groups: one ``(create_env_fns, create_env_kwargs, offset)`` per worker.
+        start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"``.
+        timeout: seconds to wait for a worker's reply (``None``: forever).
+        num_threads: torch threads in each worker.
+    """
+
+    def __init__(
+        self,
+        owner: str,
+        groups: Sequence[tuple[Sequence[Callable], Sequence[dict], int]],
+        *,
+        start_method: str,
+        timeout: float | None,
+        num_threads: int = 1,
+    ) -> None:
+        self.owner = owner
+        self.timeout = timeout
+        self.processes: list = []
+        self.conns: list[connection.Connection] = []
+        self._finalizer = weakref.finalize(self, _shutdown, self.processes, self.conns, True)
+        ctx = mp.get_context(start_method)
+        fork = start_method == "fork"
+        for index, (fns, kwargs, offset) in enumerate(groups):
+            parent, child = ctx.Pipe()
+            inherited = list(self.conns) if fork else []
+            proc = ctx.Process(
+                target=worker_main,
+                args=(index, child, fns, kwargs, offset, owner, inherited, num_threads),
+                name=f"{owner}-worker-{index}",
+                daemon=True,
+            )
+            try:
+                proc.start()
+            except Exception as exc:
+                child.close()
+                parent.close()
+                self.close(graceful=False)
+                raise TypeError(
+                    f"{owner} could not start worker {index} with start method "
+                    f"{start_method!r}: {exc}. With 'spawn' the env factory "
+                    f"{fns[0]!r} must be picklable: use a module-level function, "
+                    f"functools.partial or EnvCreator."
+                ) from exc
+            child.close()
+            self.processes.append(proc)
+            self.conns.append(parent)
+
+    @property
+    def num_workers(self) -> int:
+        """The number of worker processes."""
+        return len(self.conns)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the workers are running."""
+        return bool(self.conns)
+
+    def pids(self) -> list[int]:
+        """The process ids of the workers."""
+        return [proc.pid for proc in self.processes]
+
+    # ------------------------------------------------------------------ messaging
+    def send(self, workers: Sequence[int], payload: bytes, command: str) -> None:
+        """Send ``payload`` to each of ``workers``."""
+        conns = self.conns
+        for w in workers:
+            try:
+                conns[w].send_bytes(payload)
+            except OSError:
+                self._died(w, command)
+
+    def call(self, workers: Sequence[int], name: str, *args: Any) -> list[Any]:  # Any: results
+        """Run ``EnvGroup.<name>(*args)`` in ``workers``; return their results in order."""
+        self.send(workers, CALL + pickle.dumps((name, args)), name)
+        return [pickle.loads(r) for r in self.recv(workers, name)]
+
+    def call_each(self, workers: Sequence[int], name: str, args: Sequence[tuple]) -> list[Any]:
+        """Like :meth:`call`, with one argument tuple per worker."""
+        for w, a in zip(workers, args):
+            self.send([w], CALL + pickle.dumps((name, a)), name)
+        return [pickle.loads(r) for r in self.recv(workers, name)]
+
+    def attach(self, workers: Sequence[int], buffers: tuple) -> None:
+        """Hand the shared-memory buffers to the workers."""
+        for w in workers:  # one pickle each: every shared handle is served only once
+            self.send([w], ATTACH + bytes(ForkingPickler.dumps(buffers)), "attach")
+        self.recv(workers, "attach")
+
+    def recv(self, workers: Sequence[int], command: str) -> list[bytes]:
+        """Wait for one reply from each of ``workers``; raise the first worker error."""
+        replies = self.recv_ready(workers, command, len(workers))
+        return [replies[w] for w in workers]
+
+    def recv_ready(self, workers: Sequence[int], command: str, min_get: int) -> dict[int, bytes]:
+        """Wait until ``min_get`` of ``workers`` replied; return every reply ready by then.
+
+        Raises:
+            WorkerDiedError: a worker died; every worker is shut down.
+            TimeoutError: no reply within ``timeout``; every worker is shut down.
+        """
+        conns, procs = self.conns, self.processes
+        waiting = {}
+        for w in workers:
+            waiting[conns[w]] = w
+            waiting[procs[w].sentinel] = w
+        replies: dict[int, bytes] = {}
+        error = None
+        deadline = None if self.timeout is None else time.monotonic() + self.timeout
+        while len(replies) < min_get:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready = connection.wait(list(waiting), left)
+            if not ready:
+                self._timed_out([w for w in workers if w not in replies], command)
+            for obj in ready:
+                w = waiting.get(obj)
+                if w is None or w in replies:
+                    continue
+                conn = conns[w]
+                if obj is not conn and not conn.poll():
+                    self._died(w, command)
+                try:
+                    msg = conn.recv_bytes()
+                except (EOFError, OSError):
+                    self._died(w, command)
+                if msg[:1] == ERR and error is None:
+                    error = decode_exception(msg[1:], self.owner, w, command)
+                replies[w] = msg[1:]
+                del waiting[conn]
+                del waiting[procs[w].sentinel]
+        if error is not None:
+            raise error
+        return replies
+
+    def _died(self, worker: int, command: str) -> None:
+        proc = self.processes[worker]
+        proc.join(1.0)
+        exitcode = proc.exitcode
+        self.close(graceful=False)
+        raise WorkerDiedError(self.owner, worker, exitcode, _COMMAND_NAMES.get(command, command))
+
+    def _timed_out(self, workers: list[int], command: str) -> None:
+        self.close(graceful=False)
+        raise TimeoutError(
+            f"{self.owner} workers {workers} did not answer {command!r} within "
+            f"{self.timeout} s; they were shut down and the env is closed. Raise the "
+            f"timeout (timeout=...) if the envs are slow, or None to wait forever."
+        )
+
+    def close(self, graceful: bool = True) -> None:
+        """Stop every worker; idempotent."""
+        self._finalizer.detach()
+        _shutdown(self.processes, self.conns, graceful)
