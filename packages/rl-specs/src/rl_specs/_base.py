@@ -94,6 +94,8 @@ def _shape_after(shape: torch.Size, op: Callable[[torch.Tensor], torch.Tensor]) 
 
 def _shape_matches(val_shape: torch.Size, spec_shape: torch.Size) -> bool:
     """Whether ``val_shape`` ends with ``spec_shape`` (``-1`` dims of the spec match any size)."""
+    if val_shape == spec_shape:
+        return True
     n = len(spec_shape)
     if len(val_shape) < n:
         return False
@@ -232,8 +234,14 @@ class TensorSpec:
             )
 
     def _full_shape(self, shape: ShapeLike | None, what: str) -> torch.Size:
-        full = self.shape if shape is None else _as_shape(shape, owner=what) + self.shape
-        self._check_concrete(full, what)
+        if shape is None or (type(shape) is torch.Size and not shape):
+            full = self.shape  # the hot path: no leading shape
+        elif type(shape) is torch.Size:
+            full = shape + self.shape
+        else:
+            full = _as_shape(shape, owner=what) + self.shape
+        if -1 in full:
+            self._check_concrete(full, what)
         return full
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:

@@ -23,6 +23,8 @@ def _one_hot_shape(shape: ShapeLike | None, size: int, *, owner: str) -> torch.S
 
 
 def _is_one_hot(val: torch.Tensor) -> bool:
+    if val.dtype is torch.bool:  # booleans are 0/1 already: only count the ones
+        return bool((val.sum(-1) == 1).all())
     return bool(((val == 0) | (val == 1)).all() and (val.sum(-1) == 1).all())
 
 
