@@ -28,7 +28,9 @@ def _leaves_of(data: Any) -> tuple[list[tuple[Any, torch.Tensor]], Any]:
         TypeError: if a pytree leaf is not a tensor.
     """
     if is_tensor_collection(data):
-        return list(data.items(include_nested=True, leaves_only=True)), None
+        leaves: list[tuple[Any, torch.Tensor]] = []
+        _walk(data, (), leaves)
+        return leaves, None
     leaves, spec = _pytree.tree_flatten(data)
     for leaf in leaves:
         if not isinstance(leaf, torch.Tensor):
@@ -38,6 +40,17 @@ def _leaves_of(data: Any) -> tuple[list[tuple[Any, torch.Tensor]], Any]:
                 "python objects."
             )
     return [(str(i), leaf) for i, leaf in enumerate(leaves)], spec
+
+
+def _walk(data: TensorDictBase, prefix: tuple[str, ...], out: list[tuple[Any, torch.Tensor]]) -> None:
+    """Collect ``(key, leaf)`` pairs; keys are ``str`` at the root and tuples below it."""
+    for key, value in data.items():
+        if isinstance(value, torch.Tensor):
+            out.append(((*prefix, key) if prefix else key, value))
+        elif is_tensor_collection(value):
+            _walk(value, (*prefix, key), out)
+        else:
+            out.append(((*prefix, key) if prefix else key, value))
 
 
 def _nest(flat: dict[Any, torch.Tensor]) -> dict[str, Any]:

@@ -150,18 +150,20 @@ class TensorStorage(Storage):
         return int(self._len_value)
 
     def _grow(self, cursor: Any) -> None:
+        rows = self._layout.shape[0]
         if isinstance(cursor, int):
             top = cursor + 1
         elif isinstance(cursor, slice):
-            top = range(self.shape[0])[cursor].stop
+            top = rows if cursor.stop is None else cursor.stop
         elif isinstance(cursor, torch.Tensor) and cursor.ndim == 1:
             if cursor.numel() == 0:
                 return
             top = int(cursor.max()) + 1
         else:
             return
-        if top > self._len_value:
-            self._len_value.fill_(min(top, self.shape[0]))
+        top = min(top, rows)
+        if top > self._len_value.item():
+            self._len_value.fill_(top)
 
     # ------------------------------------------------------------ read / write
     def _lead_shape(self, cursor: Any) -> torch.Size:
