@@ -70,7 +70,7 @@ class TestCarryOverAutoReset:
     def test_batched_auto_reset_touches_only_done_elements(self):
         env = AutoResettingCountingEnv(max_steps=2, batch_size=[2], auto_reset=True)
         env.reset()
-        env.count = torch.tensor([[1], [0]])
+        env.count = torch.tensor([[1.0], [0.0]])
         start = TensorDict({"observation": env.count.float()}, [2]).update(
             env.full_done_spec.zero()
         )

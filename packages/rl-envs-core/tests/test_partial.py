@@ -206,7 +206,7 @@ class TestPartialStep:
     def test_rollout_break_when_all_done_skips_done_envs(self, env_fn):
         env = env_fn()
         if env.batch_locked:
-            env.count = torch.tensor([[1], [0]])
+            env.count = torch.tensor([[1.0], [0.0]])
             start = env.rand_action(env._output(torch.zeros(2, 1, dtype=torch.bool)))
             start["observation"] = env.count.float()
             data = env.rollout(10, auto_reset=False, tensordict=start, break_when_all_done=True)

@@ -167,7 +167,7 @@ class TestRollout:
         env = CountingEnv(max_steps=10, batch_size=[2])
         start = TensorDict({"_reset": torch.tensor([[True], [False]]),
                             "observation": torch.full((2, 1), 4.0)}, [2])
-        env.count = torch.tensor([[4], [4]])
+        env.count = torch.tensor([[4.0], [4.0]])
         data = env.rollout(1, tensordict=start)
         assert data["observation"].squeeze(-1).tolist() == [[0.0], [4.0]]
 
@@ -218,7 +218,7 @@ class TestStepAndMaybeReset:
     def test_partial_done_resets_only_done_elements(self):
         env = CountingEnv(max_steps=2, batch_size=[2])
         env.reset()
-        env.count = torch.tensor([[1], [0]])
+        env.count = torch.tensor([[1.0], [0.0]])
         data_ = env.rand_action(TensorDict({"observation": env.count.float()}, [2]))
         data_.update(env.full_done_spec.zero())
         data, data_ = env.step_and_maybe_reset(data_)

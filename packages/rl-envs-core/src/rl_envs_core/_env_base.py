@@ -176,20 +176,11 @@ class EnvBase(nn.Module):
     def _key_cache(self) -> dict[str, Any]:  # Any: heterogeneous cache values
         cache = self.__dict__["_cache"]
         if cache is None:
-            cache = _spec_views.compute_key_cache(self)
-            cache["root_excluded"] = frozenset(
-                {
-                    ("next",),
-                    *map(as_tuple, cache["action_keys"]),
-                    *map(as_tuple, cache["reward_keys"]),
-                }
-            )
-            self.__dict__["_cache"] = cache
+            cache = self.__dict__["_cache"] = _spec_views.compute_key_cache(self)
         return cache
 
     def _done_leaf_specs(self) -> list[tuple[NestedKey, TensorSpec]]:
-        spec = self.full_done_spec
-        return [(key, spec[key]) for key in self._key_cache()["done_keys"]]
+        return self._key_cache()["done_leaves"]
 
     def _single_key(self, role: str) -> NestedKey:
         keys = self._key_cache()[f"{role}_keys"]
@@ -293,8 +284,9 @@ class EnvBase(nn.Module):
 
     def _complete_done(self, out: TensorDictBase, *, fill_zeros: bool) -> None:
         """Flank a lone done/terminated with its dual; zero-fill the rest if asked."""
-        for key, leaf in self._done_leaf_specs_cached():
-            if out.get(key, None) is not None:
+        present = out.keys()
+        for key, leaf in self._done_leaf_specs():
+            if key in present if isinstance(key, str) else out.get(key, None) is not None:
                 continue
             tup = as_tuple(key)
             dual = _DONE_DUAL.get(tup[-1])
@@ -305,17 +297,10 @@ class EnvBase(nn.Module):
                 extra = out.batch_size[: out.batch_dims - len(self.batch_size)]
                 out.set(key, leaf.zero(torch.Size(extra)) if extra else leaf.zero())
 
-    def _done_leaf_specs_cached(self) -> list[tuple[NestedKey, TensorSpec]]:
-        cache = self._key_cache()
-        leaves = cache.get("done_leaves")
-        if leaves is None:
-            leaves = cache["done_leaves"] = self._done_leaf_specs()
-        return leaves
-
     def _step_mdp(self, tensordict: TensorDictBase) -> TensorDictBase:
         cache = self._key_cache()
         return advance(
-            tensordict, root_excluded=cache["root_excluded"], next_excluded=cache["reward_keys"]
+            tensordict, root_excluded=cache["root_excluded"], next_excluded=cache["reward_excluded"]
         )
 
     def step_and_maybe_reset(
@@ -345,9 +330,7 @@ class EnvBase(nn.Module):
         extra = None
         if not self.batch_locked and tensordict.batch_dims > len(self.batch_size):
             extra = tensordict.batch_size[: tensordict.batch_dims - len(self.batch_size)]
-        spec = self.full_action_spec
-        for key in self._key_cache()["action_keys"]:
-            leaf = spec[key]
+        for key, leaf in self._key_cache()["action_leaves"]:
             tensordict.set(key, leaf.rand(extra) if extra is not None else leaf.rand())
         return tensordict
 

@@ -17,6 +17,7 @@ import torch
 from tensordict import NestedKey
 
 from rl_envs_core._specs_compat import Composite, TensorSpec
+from rl_envs_core._step_mdp import as_tuple
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
@@ -199,20 +200,31 @@ def _sorted_keys(spec: Composite) -> list[NestedKey]:
 
 
 def compute_key_cache(env: EnvBase) -> dict[str, Any]:
-    """Key lists and done-level structure, computed once per spec assignment."""
+    """Key lists, leaf specs and done-level structure, computed once per spec assignment."""
     cache: dict[str, Any] = {}
     for role in ROLE_PARENT:
         spec = env.__dict__[f"_{ROLE_PARENT[role]}"][f"full_{role}_spec"]
-        cache[f"{role}_keys"] = _sorted_keys(spec)
+        keys = _sorted_keys(spec)
+        cache[f"{role}_keys"] = keys
+        cache[f"{role}_leaves"] = [(key, spec[key]) for key in keys]
     levels: dict[tuple, list[NestedKey]] = {}
     for key in cache["done_keys"]:
-        tup = (key,) if isinstance(key, str) else tuple(key)
-        levels.setdefault(tup[:-1], []).append(key)
+        levels.setdefault(as_tuple(key)[:-1], []).append(key)
     cache["done_levels"] = levels
     cache["reset_keys"] = ["_reset" if not level else (*level, "_reset") for level in levels]
+    # "done" is the union of the end-of-trajectory signals of its level: read it alone.
+    flags: list[NestedKey] = []
+    for keys in levels.values():
+        named_done = [k for k in keys if as_tuple(k)[-1] == "done"]
+        flags.extend(named_done or keys)
+    cache["done_flags"] = flags
+    cache["reward_excluded"] = frozenset(map(as_tuple, cache["reward_keys"]))
+    cache["root_excluded"] = frozenset(
+        {("next",), *map(as_tuple, cache["action_keys"]), *map(as_tuple, cache["reward_keys"])}
+    )
     cache["dynamic"] = any(
-        -1 in tuple(env.__dict__[f"_{parent}"][f"full_{role}_spec"][key].shape)
-        for role, parent in ROLE_PARENT.items()
-        for key in cache[f"{role}_keys"]
+        -1 in tuple(leaf.shape)
+        for role in ROLE_PARENT
+        for _, leaf in cache[f"{role}_leaves"]
     )
     return cache

@@ -6,10 +6,10 @@ Holds :func:`step_mdp` (``"next"`` content brought to the root) and
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import torch
-from tensordict import NestedKey, TensorDictBase, is_tensor_collection
+from tensordict import NestedKey, TensorDict, TensorDictBase
 from tensordict.utils import is_non_tensor
 
 DONE_NAMES = ("done", "terminated", "truncated")
@@ -34,54 +34,61 @@ def as_key_list(keys: NestedKey | Sequence[NestedKey] | None) -> list[NestedKey]
     return list(keys)
 
 
-def carry_missing(
-    dst: TensorDictBase,
-    src: TensorDictBase,
-    excluded: frozenset[tuple[str, ...]],
+def _is_nested(value: object) -> bool:
+    return isinstance(value, TensorDictBase) and not is_non_tensor(value)
+
+
+def merge_levels(
+    nxt: TensorDictBase | None,
+    root: TensorDictBase | None,
+    next_excluded: frozenset[tuple[str, ...]],
+    root_excluded: frozenset[tuple[str, ...]],
     prefix: tuple[str, ...] = (),
-) -> None:
-    """Copy (by reference) every entry of ``src`` absent from ``dst``, except ``excluded``.
+) -> TensorDictBase:
+    """A new tensordict: ``nxt``'s entries, then ``root``'s entries ``nxt`` lacks.
 
-    Nested tensordicts of ``dst`` are edited in place; nested tensordicts of
-    ``src`` are never modified.
+    Leaves are shared by reference; every nested tensordict of the result is new,
+    so neither input is ever modified. ``*_excluded`` hold full key tuples to skip.
     """
-    dst_keys = dst.keys()
-    for key, value in src.items():
-        full = (*prefix, key)
-        if full in excluded:
-            continue
-        if is_tensor_collection(value) and not is_non_tensor(value):
-            sub = dst.get(key, None) if key in dst_keys else None
-            if sub is None:
-                sub = value.empty()
-                carry_missing(sub, value, excluded, full)
-                dst.set(key, sub)
-            else:
-                carry_missing(sub, value, excluded, full)
-        elif key not in dst_keys:
-            dst.set(key, value)
-
-
-def drop_keys(td: TensorDictBase, keys: Iterable[NestedKey]) -> None:
-    """Delete ``keys`` from ``td`` in place when present."""
-    for key in keys:
-        if td.get(key, None) is not None:
-            td.del_(key)
+    items: dict[str, object] = {}
+    if nxt is not None:
+        for key, value in nxt.items():
+            full = (*prefix, key)
+            if full in next_excluded:
+                continue
+            if _is_nested(value):
+                sub_root = root.get(key, None) if root is not None else None
+                sub_root = sub_root if _is_nested(sub_root) and full not in root_excluded else None
+                value = merge_levels(value, sub_root, next_excluded, root_excluded, full)
+            items[key] = value
+    if root is not None:
+        for key, value in root.items():
+            if key in items:
+                continue
+            full = (*prefix, key)
+            if full in root_excluded:
+                continue
+            if _is_nested(value):
+                value = merge_levels(None, value, next_excluded, root_excluded, full)
+            items[key] = value
+    like = nxt if nxt is not None else root
+    return TensorDict(items, batch_size=like.batch_size, device=like.device)
 
 
 def advance(
     tensordict: TensorDictBase,
     *,
     root_excluded: frozenset[tuple[str, ...]],
-    next_excluded: Sequence[NestedKey],
+    next_excluded: frozenset[tuple[str, ...]],
     keep_other: bool = True,
 ) -> TensorDictBase:
     """The root of the next time step: ``"next"`` content, then the root's other entries."""
-    out = tensordict.get("next").copy()
-    drop_keys(out, next_excluded)
-    if keep_other:
-        carry_missing(out, tensordict, root_excluded)
-    return out
+    return merge_levels(
+        tensordict.get("next"),
+        tensordict if keep_other else None,
+        next_excluded,
+        root_excluded,
+    )
 
 
 def step_mdp(
@@ -149,7 +156,7 @@ def step_mdp(
     out = advance(
         tensordict,
         root_excluded=frozenset(root_dropped),
-        next_excluded=dropped,
+        next_excluded=frozenset(map(as_tuple, dropped)),
         keep_other=keep_other,
     )
     if not keep_other and not exclude_action:

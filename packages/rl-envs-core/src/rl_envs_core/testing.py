@@ -58,12 +58,12 @@ class CountingEnv(EnvBase):
         self.observation_spec = Composite(observation=Unbounded(shape=shape), shape=self.batch_size)
         self.action_spec = Categorical(2, shape=shape)
         self.reward_spec = Unbounded(shape=shape)
-        self.count = torch.zeros(shape, dtype=torch.int64, device=self.device)
+        self.count = torch.zeros(shape, device=self.device)
 
     def _output(self, done: torch.Tensor) -> TensorDictBase:
         return TensorDict(
             {
-                "observation": self.count.to(torch.float32),
+                "observation": self.count,
                 "done": done,
                 "terminated": done.clone(),
                 "truncated": torch.zeros_like(done),
