@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rl_envs_core import check_env_specs
-from rl_envs_core._specs_compat import Bounded, Composite
 from rl_envs_core.testing import CountingEnv
+from rl_specs import Bounded, Composite
 
 
 class ResetEdited(CountingEnv):

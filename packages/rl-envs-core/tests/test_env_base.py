@@ -7,8 +7,8 @@ import torch
 from tensordict import TensorDict
 
 from rl_envs_core import EnvBase, _validation
-from rl_envs_core._specs_compat import Bounded, Categorical, Composite, Unbounded
 from rl_envs_core.testing import CountingEnv
+from rl_specs import Bounded, Categorical, Composite, Unbounded
 
 
 class BadOutputEnv(CountingEnv):

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from rl_envs_core import GymLikeEnv, check_env_specs
-from rl_envs_core._specs_compat import Bounded, Composite, Unbounded
+from rl_specs import Bounded, Composite, Unbounded
 
 
 class FakeBackend:

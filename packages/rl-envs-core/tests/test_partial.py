@@ -8,8 +8,8 @@ import torch
 from tensordict import TensorDict
 
 from rl_envs_core import EnvBase
-from rl_envs_core._specs_compat import Categorical, Composite, Unbounded
 from rl_envs_core.testing import CountingEnv
+from rl_specs import Categorical, Composite, Unbounded
 
 
 def _done(shape):

@@ -9,8 +9,8 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase, check_env_specs, step_mdp
-from rl_envs_core._specs_compat import Binary, Bounded, Composite, Unbounded
 from rl_envs_core.testing import CountingEnv
+from rl_specs import Binary, Bounded, Composite, Unbounded
 
 
 class EnvWithDynamicSpec(EnvBase):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl_envs_core._specs_compat import Bounded, Categorical, Composite, Unbounded
 from rl_envs_core.testing import CountingEnv
+from rl_specs import Bounded, Categorical, Composite, Unbounded
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import torch
 from tensordict import TensorDict
 
 from rl_envs_core import step_mdp, terminated_or_truncated
-from rl_envs_core._specs_compat import Categorical, Composite
+from rl_specs import Categorical, Composite
 
 
 def _ted():

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from rl_envs_core import EnvBase
-from rl_envs_core._specs_compat import Categorical, Composite, Unbounded
 from rl_envs_core.testing import CountingEnv, EnvContract, assert_close_nan
+from rl_specs import Categorical, Composite, Unbounded
 
 
 class TestCountingEnv(EnvContract):

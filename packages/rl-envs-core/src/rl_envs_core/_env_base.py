@@ -15,8 +15,8 @@ from torch import nn
 
 from rl_envs_core import _partial, _rollout, _spec_views, _validation
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
-from rl_envs_core._specs_compat import Categorical, Composite, TensorSpec, Unbounded
 from rl_envs_core._step_mdp import advance, as_tuple
+from rl_specs import Categorical, Composite, TensorSpec, Unbounded
 
 DeviceType = torch.device | str | int | None
 

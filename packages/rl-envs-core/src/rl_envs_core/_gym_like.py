@@ -17,7 +17,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core._env_base import DeviceType, EnvBase
-from rl_envs_core._specs_compat import TensorSpec
+from rl_specs import TensorSpec
 
 # Any in this module: backend objects, observations and infos are library-defined.
 InfoReader = Callable[[Any, TensorDictBase], Any]

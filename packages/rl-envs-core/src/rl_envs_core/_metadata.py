@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import torch
 from tensordict import TensorDictBase
 
-from rl_envs_core._specs_compat import Composite
+from rl_specs import Composite
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tensordict import NestedKey
 
-from rl_envs_core._specs_compat import Composite, TensorSpec
 from rl_envs_core._step_mdp import as_tuple
+from rl_specs import Composite, TensorSpec
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase

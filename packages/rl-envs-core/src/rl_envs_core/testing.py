@@ -21,8 +21,8 @@ from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core._check import check_env_specs
 from rl_envs_core._env_base import DeviceType, EnvBase
-from rl_envs_core._specs_compat import Categorical, Composite, Unbounded
 from rl_envs_core._step_mdp import as_tuple
+from rl_specs import Categorical, Composite, Unbounded
 
 
 class CountingEnv(EnvBase):
