@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
-from tensordict import NestedKey, TensorDict, TensorDictBase, unravel_key
+from tensordict import NestedKey, unravel_key
 
 from ._base import (
     DeviceLike,
@@ -19,6 +19,7 @@ from ._base import (
     _pos_dim,
     _shape_after,
 )
+from ._composite_data import _CompositeDataMixin
 from ._keys import _CompositeKeysView, _split_key
 
 _EMPTY = torch.Size([])
@@ -30,7 +31,7 @@ def _leading_match(child: torch.Size, batch: torch.Size) -> bool:
     return all(b == -1 or c == -1 or b == c for b, c in zip(batch, child, strict=False))
 
 
-class Composite(TensorSpec):
+class Composite(_CompositeDataMixin, TensorSpec):
     """A composition of TensorSpecs, keyed by strings, sharing the batch dims ``shape``.
 
     Entries can be leaf specs, nested ``Composite`` s (plain dicts are turned into ones)
@@ -81,6 +82,26 @@ class Composite(TensorSpec):
         Traceback (most recent call last):
         ...
         RuntimeError: Cannot set key 'done': the Composite is locked. ...
+
+        The specs of the dynamic-spec environment of the documentation: the observation
+        has a dynamic (``-1``) dim, so only its done entries can be generated:
+
+        >>> from rl_specs import Binary
+        >>> observation_spec = Composite(
+        ...     observation=Unbounded(shape=(3, -1, 2)),
+        ... )
+        >>> action_spec = Bounded(low=-1, high=1, shape=(2,))
+        >>> full_done_spec = Composite(
+        ...     done=Binary(1, shape=(1,), dtype=torch.bool),
+        ...     terminated=Binary(1, shape=(1,), dtype=torch.bool),
+        ...     truncated=Binary(1, shape=(1,), dtype=torch.bool),
+        ... )
+        >>> reward_spec = Unbounded((1,), dtype=torch.float)
+        >>> observation_spec["observation"].is_dynamic, action_spec.shape
+        (True, torch.Size([2]))
+        >>> done = full_done_spec.zero() | True
+        >>> done["terminated"], reward_spec.zero()
+        (tensor([True]), tensor([0.]))
     """
 
     _event_ndim = 0
@@ -409,119 +430,6 @@ class Composite(TensorSpec):
             isinstance(spec, Composite) and spec.is_empty(recurse=True)
             for spec in self._specs.values()
         )
-
-    # ------------------------------------------------------------------ data
-    def _build(self, shape: torch.Size, method: str) -> TensorDictBase:
-        source = {}
-        for key, spec in self._specs.items():
-            if spec is None:
-                continue
-            if type(spec) is Composite:
-                source[key] = spec._build(shape, method)
-            else:
-                source[key] = getattr(spec, method)(shape)
-        out = TensorDict._new_unsafe(source, batch_size=shape + self._shape, device=self._device)
-        return out if self.data_cls is None else self.data_cls.from_tensordict(out)
-
-    def _generate(self, shape: ShapeLike | None, method: str) -> TensorDictBase:
-        shape = _EMPTY if shape is None else _as_shape(shape, owner=f"Composite.{method}")
-        if -1 in self._shape:
-            self._check_concrete(self._shape, method)
-        return self._build(shape, method)
-
-    def rand(self, shape: ShapeLike | None = None) -> TensorDictBase:
-        """Random data for every entry, as a TensorDict of batch size ``(*shape, *self.shape)``."""
-        return self._generate(shape, "rand")
-
-    def zero(self, shape: ShapeLike | None = None) -> TensorDictBase:
-        """Zeros for every entry, as a TensorDict of batch size ``(*shape, *self.shape)``."""
-        return self._generate(shape, "zero")
-
-    def one(self, shape: ShapeLike | None = None) -> TensorDictBase:
-        """Ones for every entry, as a TensorDict of batch size ``(*shape, *self.shape)``."""
-        return self._generate(shape, "one")
-
-    def is_in(self, val: TensorDictBase | Mapping) -> bool:
-        """Whether every entry of the spec is present in ``val`` and belongs to its spec."""
-        for key, spec in self._specs.items():
-            if spec is None:
-                continue
-            item = val.get(key, None)
-            if item is None or not spec.is_in(item):
-                return False
-        return True
-
-    def assert_is_in(self, value: TensorDictBase | Mapping) -> None:
-        """Raise an error naming the first key whose value does not belong to its spec.
-
-        Raises:
-            KeyError: if an entry of the spec is missing from ``value``.
-            TypeError, ValueError: as the entry's spec raises them.
-        """
-        for key, spec in self._specs.items():
-            if spec is None:
-                continue
-            item = value.get(key, None)
-            if item is None:
-                raise KeyError(
-                    f"Composite expected key {key!r} in the value, which has keys "
-                    f"{sorted(map(str, value.keys()))}. Add the entry."
-                )
-            try:
-                spec.assert_is_in(item)
-            except (TypeError, ValueError) as err:
-                raise type(err)(f"At key {key!r}: {err}") from err
-
-    def type_check(self, value: TensorDictBase | torch.Tensor, selected_keys: Any = None) -> None:
-        """Check the dtypes of the entries of ``value`` (all, or ``selected_keys``)."""
-        keys = self._specs if selected_keys is None else [selected_keys]
-        for key in keys:
-            spec = self._specs.get(key) if isinstance(key, str) else self[key]
-            if spec is not None and key in value.keys():
-                spec.type_check(value[key], key)
-
-    def project(self, val: TensorDictBase) -> TensorDictBase:
-        """Project, in place, every entry of ``val`` that is outside its spec; returns ``val``."""
-        for key, spec in self._specs.items():
-            if spec is None:
-                continue
-            item = val.get(key, None)
-            if item is not None and not spec.is_in(item):
-                val.set(key, spec.project(item))
-        return val
-
-    def encode(self, vals: Mapping[str, Any], *, ignore_device: bool = False) -> TensorDictBase:
-        """Build a TensorDict from a (nested) mapping of numpy arrays or python values.
-
-        Raises:
-            KeyError: if ``vals`` has a key the spec does not know.
-
-        Examples:
-            >>> import numpy as np
-            >>> from rl_specs import Unbounded
-            >>> spec = Composite(obs=Unbounded(shape=(3,)))
-            >>> spec.encode({"obs": np.zeros(3)})["obs"]
-            tensor([0., 0., 0.])
-        """
-        source = {}
-        for key, val in vals.items():
-            spec = self._specs.get(key, ...)
-            if spec is ...:
-                raise KeyError(
-                    f"Composite.encode got key {key!r}, unknown to the spec. Known keys: "
-                    f"{sorted(self._specs)}. Add a spec for it or drop the entry."
-                )
-            if spec is not None:
-                source[key] = spec.encode(val, ignore_device=ignore_device)
-        return TensorDict(source, batch_size=self._shape, device=self._device)
-
-    def to_numpy(self, val: TensorDictBase, safe: bool | None = None) -> dict[str, Any]:
-        """A (nested) dict of numpy arrays built from ``val``."""
-        return {
-            key: spec.to_numpy(val.get(key), safe=safe)
-            for key, spec in self._specs.items()
-            if spec is not None and key in val.keys()
-        }
 
     # ------------------------------------------------------------------ shape ops, copies
     def _map(

@@ -282,6 +282,53 @@ class Stacked(_StackMixin, TensorSpec):
         (torch.Size([2, 3]), True, tensor([2., 2., 2.]))
         >>> torch.stack([Bounded(-1, 1, shape=(2,)), Bounded(-1, 1, shape=(5,))]).shape
         torch.Size([2, -1])
+
+        Multi-agent specs nest the per-agent stacks under ``"agents"`` (the example of
+        the environment documentation, with three agents):
+
+        >>> from rl_specs import Categorical, Composite, Unbounded
+        >>> n_agents = 3
+        >>> action_specs = []
+        >>> observation_specs = []
+        >>> reward_specs = []
+        >>> for i in range(n_agents):
+        ...     action_specs.append(Bounded(-1, 1, shape=(2,)))
+        ...     reward_specs.append(Unbounded(shape=(1,)))
+        ...     observation_specs.append(Unbounded(shape=(i + 2,)))
+        >>> action_spec = Composite(
+        ...     {
+        ...         "agents": Composite(
+        ...             {"action": torch.stack(action_specs)}, shape=(n_agents,)
+        ...         )
+        ...     }
+        ... )
+        >>> reward_spec = Composite(
+        ...     {
+        ...         "agents": Composite(
+        ...             {"reward": torch.stack(reward_specs)}, shape=(n_agents,)
+        ...         )
+        ...     }
+        ... )
+        >>> observation_spec = Composite(
+        ...     {
+        ...         "agents": Composite(
+        ...             {"observation": torch.stack(observation_specs)}, shape=(n_agents,)
+        ...         )
+        ...     }
+        ... )
+        >>> done_spec = Categorical(
+        ...     n=2,
+        ...     shape=torch.Size((1,)),
+        ...     dtype=torch.bool,
+        ... )
+        >>> action_spec["agents", "action"].shape, reward_spec["agents", "reward"].shape
+        (torch.Size([3, 2]), torch.Size([3, 1]))
+        >>> observation_spec["agents", "observation"].shape
+        torch.Size([3, -1])
+        >>> reward_spec["agents", "reward"] == torch.stack(reward_specs)
+        True
+        >>> done_spec.rand().dtype
+        torch.bool
     """
 
     def __init__(self, *specs: TensorSpec, dim: int) -> None:
