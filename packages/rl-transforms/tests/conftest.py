@@ -8,7 +8,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase
 from rl_envs_core.testing import CountingEnv
-from rl_transforms._specs_compat import Bounded, Composite, Unbounded
+from rl_specs import Bounded, Categorical, Composite, OneHot, Unbounded
 
 
 class ContinuousEnv(EnvBase):
@@ -74,3 +74,106 @@ def counting_env():
 @pytest.fixture
 def continuous_env():
     return ContinuousEnv
+
+
+class MaskedEnv(EnvBase):
+    """One-hot action over 4 choices, an ``action_mask`` allowing one action per step.
+
+    The allowed action is ``count % n`` (``cycle=True``), else always actions 1 and 2;
+    ``last_action`` records the index received.
+    """
+
+    def __init__(self, *, batch_size=(), n=4, cycle=True):
+        super().__init__(batch_size=batch_size)
+        shape = tuple(self.batch_size)
+        self.n = n
+        self.observation_spec = Composite(
+            observation=Unbounded(shape=(*shape, 1)),
+            action_mask=Categorical(2, shape=(*shape, n), dtype=torch.bool),
+            shape=self.batch_size,
+        )
+        self.action_spec = OneHot(n, shape=(*shape, n))
+        self.reward_spec = Unbounded(shape=(*shape, 1))
+        self.count = 0
+        self.cycle = cycle
+        self.last_action = None
+
+    def _out(self):
+        shape = self.batch_size
+        mask = torch.zeros(*shape, self.n, dtype=torch.bool)
+        if self.cycle:
+            mask[..., self.count % self.n] = True
+        else:
+            mask[..., 1:3] = True
+        done = torch.zeros(*shape, 1, dtype=torch.bool)
+        return TensorDict(
+            {"observation": torch.full((*shape, 1), float(self.count)), "action_mask": mask,
+             "done": done, "terminated": done.clone(), "truncated": done.clone()},
+            batch_size=shape,
+        )
+
+    def _reset(self, tensordict=None, **kwargs):
+        self.count = 0
+        return self._out()
+
+    def _step(self, tensordict):
+        self.last_action = tensordict.get("action").float().argmax(-1)
+        self.count += 1
+        out = self._out()
+        out.set("reward", torch.ones(*self.batch_size, 1))
+        return out
+
+    def _set_seed(self, seed):
+        return None
+
+
+class SelfResettingEnv(EnvBase):
+    """Counts steps; at ``max_steps`` it returns done with the *next* episode's first obs (0)."""
+
+    def __init__(self, max_steps: int = 3, *, lives: bool = False):
+        super().__init__()
+        obs = {"observation": Unbounded(shape=(1,))}
+        if lives:
+            obs["lives"] = Unbounded(shape=(1,), dtype=torch.int64)
+        self.observation_spec = Composite(obs)
+        self.action_spec = Categorical(2, shape=(1,))
+        self.reward_spec = Unbounded(shape=(1,))
+        self.max_steps = max_steps
+        self.with_lives = lives
+        self.count = 0
+        self.resets = 0
+
+    def _out(self, done: bool):
+        flag = torch.tensor([done])
+        out = {"observation": torch.tensor([float(self.count)]), "done": flag,
+               "terminated": flag.clone(), "truncated": torch.tensor([False])}
+        if self.with_lives:
+            out["lives"] = torch.tensor([3 - self.count // 2])
+        return TensorDict(out)
+
+    def _reset(self, tensordict=None, **kwargs):
+        self.resets += 1
+        self.count = 0
+        return self._out(False)
+
+    def _step(self, tensordict):
+        self.count += 1
+        done = self.count >= self.max_steps
+        if done:
+            self.count = 0
+        out = self._out(done)
+        out.set("reward", torch.ones(1))
+        return out
+
+    def _set_seed(self, seed):
+        return None
+
+
+@pytest.fixture
+def masked_env():
+    return MaskedEnv
+
+
+@pytest.fixture
+def self_resetting_env():
+    return SelfResettingEnv

@@ -6,6 +6,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from rl_specs import Bounded, Composite, Unbounded
 from rl_transforms import (
     Compose,
     ObservationNorm,
@@ -14,7 +15,6 @@ from rl_transforms import (
     Transform,
     TransformedEnv,
 )
-from rl_transforms._specs_compat import Bounded, Composite, Unbounded
 
 
 class AddOne(Transform):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rl_transforms._action import ActionDiscretizer, ActionMask, DiscreteActionProjection
+from rl_transforms._auto_reset import AutoResetEnv, AutoResetTransform
 from rl_transforms._base import Compose, Transform
 from rl_transforms._bookkeeping import InitTracker, RewardSum, StepCounter
 from rl_transforms._dtype_device import (
@@ -17,6 +19,7 @@ from rl_transforms._elementwise import (
     UnaryTransform,
 )
 from rl_transforms._env import TransformedEnv
+from rl_transforms._flow import EndOfLifeTransform, FrameSkipTransform, NoopResetEnv
 from rl_transforms._image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
 from rl_transforms._normalization import ObservationNorm, VecNorm, VecNormV2
 from rl_transforms._primer import TensorDictPrimer
@@ -40,6 +43,10 @@ from rl_transforms._temporal import CatFrames, TimeMaxPool
 __version__ = "0.1.0"
 
 __all__: list[str] = [
+    "ActionDiscretizer",
+    "ActionMask",
+    "AutoResetEnv",
+    "AutoResetTransform",
     "BinarizeReward",
     "CatFrames",
     "CatTensors",
@@ -48,13 +55,17 @@ __all__: list[str] = [
     "Compose",
     "Crop",
     "DeviceCastTransform",
+    "DiscreteActionProjection",
     "DoubleToFloat",
     "DTypeCastTransform",
+    "EndOfLifeTransform",
     "ExcludeTransform",
     "FiniteTensorDictCheck",
     "FlattenObservation",
+    "FrameSkipTransform",
     "GrayScale",
     "InitTracker",
+    "NoopResetEnv",
     "ObservationNorm",
     "PermuteTransform",
     "PinMemoryTransform",

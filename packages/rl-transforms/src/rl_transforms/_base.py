@@ -17,6 +17,7 @@ import torch
 from tensordict import NestedKey, TensorDictBase
 from torch import nn
 
+from rl_specs import Composite, TensorSpec
 from rl_transforms._key_lists import (
     KeyArg,
     check_same_length,
@@ -24,7 +25,6 @@ from rl_transforms._key_lists import (
     map_leaf_specs,
     missing_key_error,
 )
-from rl_transforms._specs_compat import Composite, TensorSpec
 
 TDCallable = Callable[[TensorDictBase], TensorDictBase]
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import torch
 from tensordict import NestedKey, TensorDictBase
 
+from rl_specs import Bounded, Categorical, Composite, Unbounded
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg, key_list
-from rl_transforms._specs_compat import Bounded, Categorical, Composite, Unbounded
 
 Level = tuple[str, ...]
 

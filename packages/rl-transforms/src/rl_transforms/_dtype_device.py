@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from tensordict import TensorDictBase
 
+from rl_specs import Composite, TensorSpec
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg
-from rl_transforms._specs_compat import Composite, TensorSpec
 
 DeviceLike = torch.device | str | int | None
 

@@ -9,9 +9,9 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from rl_specs import Bounded, TensorSpec, Unbounded
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg
-from rl_transforms._specs_compat import Bounded, TensorSpec, Unbounded
 
 
 class SignTransform(Transform):

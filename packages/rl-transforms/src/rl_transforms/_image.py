@@ -12,10 +12,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from rl_specs import Bounded, TensorSpec
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg
 from rl_transforms._spec_ops import map_spec
-from rl_transforms._specs_compat import Bounded, TensorSpec
 
 _CHANNELS = (1, 3, 4)
 _MODES = {"bilinear": "bilinear", "nearest": "nearest", "bicubic": "bicubic", "area": "area", "nearest-exact": "nearest-exact"}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from tensordict import NestedKey, TensorDictBase, unravel_key
 
 if TYPE_CHECKING:
-    from rl_transforms._specs_compat import Composite, TensorSpec
+    from rl_specs import Composite, TensorSpec
 
 KeyArg = NestedKey | Sequence[NestedKey] | None
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
+from rl_specs import Bounded, TensorSpec, Unbounded
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg, key_list
-from rl_transforms._specs_compat import Bounded, TensorSpec, Unbounded
 
 
 def _as_buffer(value: float | torch.Tensor | None) -> torch.Tensor | None:

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from tensordict import NestedKey, TensorDictBase, unravel_key
 
+from rl_specs import Composite, TensorSpec
 from rl_transforms._base import Transform
-from rl_transforms._specs_compat import Composite, TensorSpec
 
 DefaultValue = float | Callable[[], torch.Tensor] | Mapping[NestedKey, Any] | None
 

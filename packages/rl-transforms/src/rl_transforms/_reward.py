@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from rl_specs import Binary, Bounded, TensorSpec, Unbounded
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg
-from rl_transforms._specs_compat import Binary, Bounded, TensorSpec, Unbounded
 
 
 def _reward_keys(in_keys: KeyArg) -> KeyArg:

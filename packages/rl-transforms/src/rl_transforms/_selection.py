@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from tensordict import NestedKey, TensorDictBase, is_tensor_collection
 
+from rl_specs import Composite
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg, key_list, missing_key_error, spec_del, spec_get
-from rl_transforms._specs_compat import Composite
 
 
 class RenameTransform(Transform):

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 import torch
 from tensordict import NestedKey, TensorDictBase
 
+from rl_specs import Composite, TensorSpec, Unbounded
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg, key_list, missing_key_error, spec_get
 from rl_transforms._spec_ops import map_spec
-from rl_transforms._specs_compat import Composite, TensorSpec, Unbounded
 
 
 def _check_dim(owner: str, dim: int, allow_positive_dim: bool, name: str = "dim") -> int:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import torch
 
-from rl_transforms._specs_compat import Binary, Bounded, Categorical, TensorSpec, Unbounded
+from rl_specs import Binary, Bounded, Categorical, TensorSpec, Unbounded
 
 TensorOp = Callable[[torch.Tensor], torch.Tensor]
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import torch
 from tensordict import NestedKey, TensorDictBase
 
+from rl_specs import Bounded, TensorSpec, Unbounded
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg
-from rl_transforms._specs_compat import Bounded, TensorSpec, Unbounded
 
 _PADDINGS = ("same", "constant")
 

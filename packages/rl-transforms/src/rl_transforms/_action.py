@@ -1,0 +1,265 @@
+"""Action transforms: :class:`ActionMask`, :class:`ActionDiscretizer` and
+:class:`DiscreteActionProjection`."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import torch
+from tensordict import NestedKey, TensorDictBase
+
+from rl_specs import (
+    Bounded,
+    Categorical,
+    Composite,
+    MultiCategorical,
+    MultiOneHot,
+    OneHot,
+    TensorSpec,
+)
+from rl_transforms._base import Transform
+from rl_transforms._key_lists import missing_key_error, spec_get
+
+
+def root_env(transform: Transform) -> Any:  # Any: the TransformedEnv at the top of the chain
+    """The environment holding ``transform`` (through any Compose), or ``None``."""
+    node: Any = transform
+    while isinstance(node, Transform):
+        node = node.container
+    return node
+
+
+class ActionMask(Transform):
+    """An adaptive action masker.
+
+    Reads the mask returned by the env (at reset and after each step) and writes it
+    into the transformed env's action spec, so that ``rand_action`` only draws
+    allowed actions.
+
+    Args:
+        action_key (NestedKey, optional): the action. Defaults to ``"action"``.
+        mask_key (NestedKey, optional): the mask. Defaults to ``"action_mask"``.
+
+    Raises:
+        ValueError: if the action spec cannot be masked (not categorical or one-hot).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_specs import Categorical
+        >>> t = ActionMask()
+        >>> out = t(TensorDict({"action_mask": torch.tensor([False, True, False])}))
+        >>> out["action_mask"].tolist()
+        [False, True, False]
+    """
+
+    def __init__(self, action_key: NestedKey = "action", mask_key: NestedKey = "action_mask") -> None:
+        super().__init__()
+        self._in_keys = [action_key, mask_key]
+        self.action_key = action_key
+        self.mask_key = mask_key
+
+    def _action_spec(self) -> TensorSpec | None:
+        spec = self._lazy.get("spec")
+        if spec is None:
+            env = root_env(self)
+            if env is None:
+                return None
+            spec = spec_get(env.full_action_spec, self.action_key)
+            if spec is None or not hasattr(spec, "update_mask"):
+                raise ValueError(
+                    f"ActionMask expected a maskable (Categorical or OneHot) action spec at "
+                    f"{self.action_key!r}, got {type(spec).__name__}. Use it on discrete actions."
+                )
+            self._lazy["spec"] = spec
+        return spec
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        mask = next_tensordict.get(self.mask_key, None)
+        if mask is None:
+            if self._missing_tolerance:
+                return next_tensordict
+            raise missing_key_error("ActionMask", self.mask_key, next_tensordict, "mask_key")
+        spec = self._action_spec()
+        if spec is not None:
+            spec.update_mask(mask.to(torch.bool))
+        return next_tensordict
+
+    def transform_output_spec(self, output_spec: Composite) -> Composite:
+        self._lazy.pop("spec", None)
+        return output_spec
+
+
+class ActionDiscretizer(Transform):
+    """A transform to discretize a continuous action space.
+
+    The base env keeps its bounded continuous action; the policy writes a discrete
+    one (``out_action_key``) that the inverse maps to a value inside the matching
+    interval.
+
+    Args:
+        num_intervals (int or torch.Tensor): intervals per action dim.
+        action_key (NestedKey, optional): the base env's action. Defaults to ``"action"``.
+        out_action_key (NestedKey, optional): the discrete action. Defaults to ``action_key``.
+        sampling (ActionDiscretizer.SamplingStrategy, optional): which value of an
+            interval is used. Defaults to ``SamplingStrategy.MEDIAN``.
+        categorical (bool, optional): integer indices (``True``) or one-hot vectors.
+            Defaults to ``True``.
+
+    Raises:
+        ValueError: if the base action spec is not :class:`Bounded`.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = ActionDiscretizer(4, out_action_key="action_discrete")
+        >>> t._bounds = (torch.tensor([-1.0]), torch.tensor([1.0]))
+        >>> t.inv(TensorDict({"action_discrete": torch.tensor([0])}))["action"]
+        tensor([-0.7500])
+    """
+
+    class SamplingStrategy(enum.IntEnum):
+        """Which value of an interval a discrete action maps to."""
+
+        MEDIAN = 0
+        LOW = 1
+        HIGH = 2
+        RANDOM = 3
+
+    def __init__(
+        self,
+        num_intervals: int | torch.Tensor,
+        action_key: NestedKey = "action",
+        out_action_key: NestedKey | None = None,
+        sampling: SamplingStrategy | None = None,
+        categorical: bool = True,
+    ) -> None:
+        out_action_key = out_action_key if out_action_key is not None else action_key
+        super().__init__(in_keys_inv=[action_key], out_keys_inv=[out_action_key])
+        self.num_intervals = num_intervals
+        self.action_key = action_key
+        self.out_action_key = out_action_key
+        self.sampling = sampling if sampling is not None else self.SamplingStrategy.MEDIAN
+        self.categorical = categorical
+        self._bounds: tuple[torch.Tensor, torch.Tensor] | None = None
+
+    def _intervals(self, like: torch.Tensor) -> torch.Tensor:
+        return torch.as_tensor(self.num_intervals, device=like.device).expand_as(like)
+
+    def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
+        if self._bounds is None:
+            raise RuntimeError(
+                "ActionDiscretizer does not know the action bounds yet: attach it to an env "
+                "with a Bounded action spec (TransformedEnv(env, ActionDiscretizer(...)))."
+            )
+        low, high = (b.to(state.device) for b in self._bounds)
+        index = state if self.categorical else self._from_one_hot(state, low.shape[-1])
+        index = index.to(low.dtype)
+        width = (high - low) / self._intervals(low)
+        offset = {
+            self.SamplingStrategy.MEDIAN: 0.5,
+            self.SamplingStrategy.LOW: 0.0,
+            self.SamplingStrategy.HIGH: 1.0,
+        }.get(self.SamplingStrategy(self.sampling))
+        if offset is None:
+            offset = torch.rand_like(index)
+        return (low + (index.reshape(*index.shape[:-1], low.shape[-1]) + offset) * width).clamp(low, high)
+
+    def _from_one_hot(self, state: torch.Tensor, dims: int) -> torch.Tensor:
+        return state.reshape(*state.shape[:-1], dims, -1).long().argmax(-1)
+
+    def _transform_inv_spec(self, spec: TensorSpec) -> TensorSpec:
+        if not isinstance(spec, Bounded):
+            raise ValueError(
+                f"ActionDiscretizer expected a Bounded action spec at {self.action_key!r}, got "
+                f"{type(spec).__name__}. Discretize continuous, bounded actions only."
+            )
+        self._bounds = (spec.low.clone(), spec.high.clone())
+        dims = spec.shape[-1] if len(spec.shape) else 1
+        nvec = self._intervals(spec.low[(0,) * (spec.low.ndim - 1)] if spec.low.ndim else spec.low)
+        nvec = [int(n) for n in nvec.reshape(-1)]
+        batch = spec.shape[:-1]
+        if self.categorical:
+            if len(set(nvec)) == 1 and dims == 1:
+                return Categorical(nvec[0], shape=spec.shape, device=spec.device)
+            return MultiCategorical(nvec, shape=spec.shape, device=spec.device)
+        if dims == 1:
+            return OneHot(nvec[0], shape=(*batch, nvec[0]), device=spec.device)
+        return MultiOneHot(nvec, shape=(*batch, sum(nvec)), device=spec.device)
+
+    def __repr__(self) -> str:
+        return (
+            f"ActionDiscretizer(num_intervals={self.num_intervals}, action_key={self.action_key!r}, "
+            f"out_action_key={self.out_action_key!r}, categorical={self.categorical})"
+        )
+
+
+class DiscreteActionProjection(Transform):
+    """Projects discrete actions from a high dimensional space to a low dimensional space.
+
+    The base env takes one-hot actions of size ``max_actions``; the policy picks among
+    the first ``num_actions_effective``. The inverse pads the policy's one-hot action
+    to ``max_actions``; the forward (``include_forward``) maps stored actions back,
+    replacing an action ``>= num_actions_effective`` by a random allowed one.
+
+    Args:
+        num_actions_effective (int): the actions the policy can pick.
+        max_actions (int): the base env's number of actions.
+        action_key (NestedKey, optional): the action. Defaults to ``"action"``.
+        include_forward (bool, optional): also map actions in forward calls. Defaults to ``True``.
+
+    Raises:
+        ValueError: if ``num_actions_effective > max_actions``.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = DiscreteActionProjection(2, 4)
+        >>> t.inv(TensorDict({"action": torch.tensor([0, 1])}))["action"].tolist()
+        [0, 1, 0, 0]
+    """
+
+    def __init__(
+        self,
+        num_actions_effective: int,
+        max_actions: int,
+        action_key: NestedKey = "action",
+        include_forward: bool = True,
+    ) -> None:
+        if num_actions_effective > max_actions:
+            raise ValueError(
+                f"DiscreteActionProjection expected num_actions_effective <= max_actions, got "
+                f"{num_actions_effective} > {max_actions}."
+            )
+        super().__init__(
+            in_keys=[action_key] if include_forward else [], in_keys_inv=[action_key]
+        )
+        self.num_actions_effective = num_actions_effective
+        self.max_actions = max_actions
+        self.action_key = action_key
+        self.include_forward = include_forward
+
+    def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
+        index = obs.argmax(-1)
+        random = torch.randint(self.num_actions_effective, index.shape, device=obs.device)
+        index = torch.where(index >= self.num_actions_effective, random, index)
+        return torch.nn.functional.one_hot(index, self.num_actions_effective).to(obs.dtype)
+
+    def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.pad(state, (0, self.max_actions - state.shape[-1]))
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        return tensordict_reset
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return next_tensordict
+
+    def transform_observation_spec(self, observation_spec: Composite) -> Composite:
+        return observation_spec
+
+    def _transform_inv_spec(self, spec: TensorSpec) -> TensorSpec:
+        return OneHot(
+            self.num_actions_effective, shape=(*spec.shape[:-1], self.num_actions_effective),
+            dtype=spec.dtype, device=spec.device,
+        )
