@@ -134,10 +134,13 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         num_slices, seq_len = self._slice_shape(batch_size)
         with self._lock:
             traj_index, seg = self._segments(storage)
-            self._eligible_segments(traj_index, seg, seq_len)  # raises when none is long enough
-            picked, offset, flat = self._draw_starts(traj_index, seg, num_slices, seq_len)
-            index, info = self._gather(storage, traj_index, seg, picked, offset, seq_len)
-            sizes = torch.minimum(offset + seq_len, seg.length[picked]) - offset
+            plan = self._plan(traj_index, seg, seq_len)  # raises when none is long enough
+            k, offset, flat = self._draw_starts(traj_index, seg, num_slices, seq_len)
+            length = seg.length[k]
+            index, info = self._gather(
+                storage, traj_index, seg.row[k], seg.col[k], length, seg.terminal[k], offset, plan
+            )
+            sizes = torch.minimum(offset + seq_len, length) - offset
             info["priority_weight"] = self._weights(flat).repeat_interleave(sizes.to(flat.device))
         return index, info
 

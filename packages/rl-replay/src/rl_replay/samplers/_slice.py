@@ -10,6 +10,7 @@ positions: ``O(batch)`` work plus one ``O(#trajectories)`` table rebuild per wri
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -154,7 +155,10 @@ class SliceSampler(Sampler):
         self._index: TrajectoryIndex | None = None
         self._mode: str | None = None
         self._key: NestedKey | None = None
-        self._eligible: tuple[int, int, torch.Tensor] | None = None
+        self._cached_plan: _Plan | None = None
+        prefix = self.truncated_key[:-1] if isinstance(self.truncated_key, tuple) else ()
+        self._done_key = unravel_key((*prefix, "done"))
+        self._terminated_key = unravel_key((*prefix, "terminated"))
 
     # ----------------------------------------------------------------- writes
     def extend(self, index: torch.Tensor) -> None:
@@ -243,13 +247,13 @@ class SliceSampler(Sampler):
             return self.num_slices, batch_size // self.num_slices
         return batch_size // per, per
 
-    def _eligible_segments(
-        self, traj_index: TrajectoryIndex, seg: Segments, seq_len: int
-    ) -> torch.Tensor:
-        """Numbers of the segments a slice of ``seq_len`` may come from (cached per version)."""
-        cached = self._eligible
-        if cached is not None and cached[0] == traj_index.version and cached[1] == seq_len:
-            return cached[2]
+    def _plan(self, traj_index: TrajectoryIndex, seg: Segments, seq_len: int) -> _Plan:
+        """The segments a slice of ``seq_len`` may come from (cached per write version)."""
+        plan = self._cached_plan
+        if plan is not None and plan.version == traj_index.version and plan.seq_len == seq_len:
+            return plan
+        if seg.row.numel() == 0:  # no segment at all: nothing was written
+            check_not_empty(0, type(self).__name__)
         if self.strict_length:
             eligible = (seg.length >= seq_len).nonzero().squeeze(-1)
         else:
@@ -261,8 +265,27 @@ class SliceSampler(Sampler):
                 f"(strict_length=True); the longest stored one has {longest}. Sample shorter "
                 "slices, store longer trajectories or pass strict_length=False."
             )
-        self._eligible = (traj_index.version, seq_len, eligible)
-        return eligible
+        length = seg.length[eligible]
+        low, high = self._start_range(length, seq_len)
+        steps = torch.arange(seq_len, device=length.device)
+        plan = _Plan(
+            version=traj_index.version,
+            seq_len=seq_len,
+            row=seg.row[eligible],
+            col=seg.col[eligible],
+            length=length,
+            terminal=seg.terminal[eligible],
+            low=low,
+            choices=(high - low + 1).to(torch.float),
+            steps=steps,
+            last_step=steps == seq_len - 1,
+            fixed=self.strict_length and self.span == (False, False),
+            # the start offset at which a fixed-length slice ends its (terminal) trajectory
+            terminal_offset=torch.where(seg.terminal[eligible], length - seq_len, -1),
+            wraps=bool((seg.row[eligible] + length > traj_index.rows).any()),
+        )
+        self._cached_plan = plan
+        return plan
 
     def sample(self, storage: Any, batch_size: int) -> tuple[Any, dict[str, Any]]:
         """Draw ``batch_size // seq_len`` slices.
@@ -272,21 +295,53 @@ class SliceSampler(Sampler):
             RuntimeError: if the storage is empty or, with ``strict_length=True``, no
                 trajectory is long enough.
         """
-        name = type(self).__name__
-        check_batch_size(batch_size, name)
-        check_not_empty(len(storage), name)
+        check_batch_size(batch_size, type(self).__name__)
         num_slices, seq_len = self._slice_shape(batch_size)
         with self._lock:
             traj_index, seg = self._segments(storage)
-            picked = self._pick_segments(traj_index, seg, num_slices, seq_len)
-            offset = self._draw_offsets(seg.length[picked], seq_len)
-            return self._gather(storage, traj_index, seg, picked, offset, seq_len)
+            plan = self._plan(traj_index, seg, seq_len)
+            k = self._pick(plan, num_slices)
+            choice = (torch.rand(k.shape, device=k.device) * plan.choices.index_select(0, k)).long()
+            if plan.fixed:
+                return self._gather_planned(storage, traj_index, plan, k, choice)
+            return self._gather(
+                storage,
+                traj_index,
+                plan.row[k],
+                plan.col[k],
+                plan.length[k],
+                plan.terminal[k],
+                plan.low[k] + choice,
+                plan,
+            )
 
-    def _pick_segments(
-        self, traj_index: TrajectoryIndex, seg: Segments, count: int, seq_len: int
-    ) -> torch.Tensor:
-        eligible = self._eligible_segments(traj_index, seg, seq_len)
-        return eligible[torch.randint(eligible.numel(), (count,), device=eligible.device)]
+    def _gather_planned(
+        self,
+        storage: Any,
+        traj_index: TrajectoryIndex,
+        plan: _Plan,
+        k: torch.Tensor,
+        offset: torch.Tensor,
+    ) -> tuple[Any, dict[str, Any]]:
+        """The fixed-length fast path: slices ``k`` of the plan, starting at ``offset``."""
+        start = plan.row.index_select(0, k) + offset
+        rows = self._fixed_slices(start, plan.steps, traj_index.rows if plan.wraps else 0).view(-1)
+        cols = plan.col[k].repeat_interleave(plan.seq_len) if traj_index.cols > 1 else None
+        index = self._to_storage_index(storage, rows, cols)
+        if self.truncated_key is None:
+            return index, {}
+        ends = offset == plan.terminal_offset.index_select(0, k)
+        terminated = (ends.unsqueeze(-1) & plan.last_step).view(-1, 1)
+        done = plan.done_template(k.numel())
+        return index, {
+            self.truncated_key: done ^ terminated,
+            self._done_key: done,
+            self._terminated_key: terminated,
+        }
+
+    def _pick(self, plan: _Plan, count: int) -> torch.Tensor:
+        """Which eligible segments the ``count`` slices come from (uniform, with replacement)."""
+        return torch.randint(plan.row.numel(), (count,), device=plan.row.device)
 
     def _start_range(self, length: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Lowest and highest relative start of a slice in segments of ``length`` steps."""
@@ -297,83 +352,66 @@ class SliceSampler(Sampler):
     def _span_steps(self, seq_len: int) -> tuple[int, int]:
         return tuple(seq_len - 1 if s is True else int(s) for s in self.span)  # type: ignore[return-value]
 
-    def _draw_offsets(self, length: torch.Tensor, seq_len: int) -> torch.Tensor:
-        low, high = self._start_range(length, seq_len)
-        draw = torch.rand(length.shape, device=length.device)
-        return low + (draw * (high - low + 1)).long().clamp_max(high - low)
-
     def _gather(
         self,
         storage: Any,
         traj_index: TrajectoryIndex,
-        seg: Segments,
-        picked: torch.Tensor,
+        row: torch.Tensor,
+        col: torch.Tensor,
+        length: torch.Tensor,
+        terminal: torch.Tensor,
         offset: torch.Tensor,
-        seq_len: int,
+        plan: _Plan,
     ) -> tuple[Any, dict[str, Any]]:
-        length = seg.length[picked]
+        """Storage index and end signals of slices given per slice: segment and start offset."""
+        seq_len = plan.seq_len
+        if self.strict_length and self.span == (False, False):  # every slice has seq_len steps
+            rows = self._fixed_slices(row + offset, plan.steps, traj_index.rows).view(-1)
+            cols = col.repeat_interleave(seq_len) if traj_index.cols > 1 else None
+            ends = (terminal & (offset + seq_len == length)).unsqueeze(-1)
+            slice_end = plan.last_step.expand(row.numel(), seq_len)
+            info = self._end_signals(slice_end.reshape(-1), (ends & slice_end).view(-1))
+            return self._to_storage_index(storage, rows, cols), info
         first = offset.clamp_min(0)
         stop = torch.minimum(offset + seq_len, length)
-        base_row, col = seg.row[picked] + first, seg.col[picked]
-        fixed = self.strict_length and self.span == (False, False)
-        if fixed:
-            rows = self._fixed_slices(base_row, seq_len, traj_index.rows).reshape(-1)
-            cols = col.repeat_interleave(seq_len)
-            slice_end = torch.zeros((picked.numel(), seq_len), dtype=torch.bool, device=rows.device)
-            slice_end[:, -1] = True
-            slice_end = slice_end.reshape(-1)
-            ends_at_stop = stop == length
-        else:
-            sizes = stop - first
-            owner = torch.repeat_interleave(
-                torch.arange(picked.numel(), device=sizes.device), sizes
-            )
-            starts = sizes.cumsum(0) - sizes
-            step = torch.arange(owner.numel(), device=sizes.device) - starts[owner]
-            rows = (base_row[owner] + step) % traj_index.rows
-            cols = col[owner]
-            slice_end = step == sizes[owner] - 1
-            ends_at_stop = stop == length
-            ends_at_stop = ends_at_stop[owner]
-        terminated_slices = ends_at_stop & (
-            seg.terminal[picked] if fixed else seg.terminal[picked][owner]
-        )
-        info = self._end_signals(slice_end, terminated_slices, seq_len if fixed else None)
-        return self._to_storage_index(storage, rows, cols), info
+        sizes = stop - first
+        owner = torch.repeat_interleave(torch.arange(row.numel(), device=sizes.device), sizes)
+        step = torch.arange(owner.numel(), device=sizes.device) - (sizes.cumsum(0) - sizes)[owner]
+        rows = (row + first)[owner].add_(step).remainder_(traj_index.rows)
+        slice_end = step == sizes[owner] - 1
+        terminated = slice_end & (terminal & (stop == length))[owner]
+        cols = col[owner] if traj_index.cols > 1 else None
+        return self._to_storage_index(storage, rows, cols), self._end_signals(slice_end, terminated)
 
-    def _end_signals(
-        self, slice_end: torch.Tensor, terminal: torch.Tensor, seq_len: int | None
-    ) -> dict[str, Any]:
+    def _end_signals(self, slice_end: torch.Tensor, terminated: torch.Tensor) -> dict[str, Any]:
         if self.truncated_key is None:
             return {}
-        if seq_len is not None:
-            terminal = terminal.repeat_interleave(seq_len)
-        terminated = slice_end & terminal
-        truncated = slice_end & ~terminal
-        key = self.truncated_key
-        prefix = key[:-1] if isinstance(key, tuple) else ()
-        done_key = unravel_key((*prefix, "done"))
-        terminated_key = unravel_key((*prefix, "terminated"))
+        terminated = terminated.unsqueeze(-1)
+        slice_end = slice_end.unsqueeze(-1)
         return {
-            key: truncated.unsqueeze(-1),
-            done_key: (truncated | terminated).unsqueeze(-1),
-            terminated_key: terminated.unsqueeze(-1),
+            self.truncated_key: slice_end ^ terminated,
+            self._done_key: slice_end,
+            self._terminated_key: terminated,
         }
 
-    def _to_storage_index(self, storage: Any, rows: torch.Tensor, cols: torch.Tensor) -> Any:
+    def _to_storage_index(self, storage: Any, rows: torch.Tensor, cols: torch.Tensor | None) -> Any:
         device = device_of(storage)
-        rows, cols = rows.to(device), cols.to(device)
-        shape = tuple(getattr(storage, "shape", ()))
-        if len(shape) <= 1:
-            return rows
-        return (rows, *torch.unravel_index(cols, shape[1:]))
+        if rows.device != device:
+            rows = rows.to(device)
+            cols = None if cols is None else cols.to(device)
+        if cols is None:
+            shape = storage.shape
+            if len(shape) <= 1:
+                return rows
+            return (rows, *(torch.zeros_like(rows) for _ in shape[1:]))
+        return (rows, *torch.unravel_index(cols, tuple(storage.shape[1:])))
 
     # ----------------------------------------------------------------- state
     def _empty(self) -> None:
         with self._lock:
             if self._index is not None and self._static[1] is None:
                 self._index.reset()
-            self._eligible = None
+            self._cached_plan = None
 
     def state_dict(self) -> dict[str, Any]:
         """Return the boundary tables (empty until the first write)."""
@@ -395,7 +433,7 @@ class SliceSampler(Sampler):
                 int(state["rows"]), int(state["cols"]), mode=self._mode, device=device
             )
             self._index.load_state_dict(state)
-            self._eligible = None
+            self._cached_plan = None
 
     def __repr__(self) -> str:
         size = (
@@ -408,10 +446,38 @@ class SliceSampler(Sampler):
 
 
 # --------------------------------------------------------------------- helpers
-def _fixed_slices(base_row: torch.Tensor, seq_len: int, rows: int) -> torch.Tensor:
-    """``[num_slices, seq_len]`` rows of fixed-length slices, wrapping around ``rows``."""
-    steps = torch.arange(seq_len, device=base_row.device)
-    return (base_row.unsqueeze(-1) + steps) % rows
+def _fixed_slices(start: torch.Tensor, steps: torch.Tensor, rows: int) -> torch.Tensor:
+    """``[num_slices, seq_len]`` rows of fixed-length slices, wrapping around ``rows`` (if > 0)."""
+    out = start.unsqueeze(-1) + steps
+    return out.remainder_(rows) if rows else out
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """Per-version, per-slice-length sampling tables over the eligible segments."""
+
+    version: int
+    seq_len: int
+    row: torch.Tensor
+    col: torch.Tensor
+    length: torch.Tensor
+    terminal: torch.Tensor
+    low: torch.Tensor  # lowest relative start
+    choices: torch.Tensor  # number of possible starts (float, for scaling uniform draws)
+    steps: torch.Tensor  # arange(seq_len)
+    last_step: torch.Tensor  # steps == seq_len - 1
+    fixed: bool  # every slice has seq_len steps (strict length, no span)
+    terminal_offset: torch.Tensor
+    wraps: bool  # some eligible segment runs past the end of the cursor dim
+    _done: dict[int, torch.Tensor] = field(default_factory=dict)
+
+    def done_template(self, num_slices: int) -> torch.Tensor:
+        """A fresh ``[num_slices * seq_len, 1]`` mask of the last step of every slice."""
+        done = self._done.get(num_slices)
+        if done is None:
+            done = self.last_step.expand(num_slices, self.seq_len).reshape(-1, 1)
+            self._done[num_slices] = done
+        return done.clone()
 
 
 def _parse_span(span: Any) -> tuple[bool | int, bool | int]:

@@ -8,8 +8,7 @@ from typing import Any
 import torch
 from tensordict import NestedKey
 
-from rl_replay.samplers._slice import SliceSampler
-from rl_replay.samplers._trajectories import Segments, TrajectoryIndex
+from rl_replay.samplers._slice import SliceSampler, _Plan
 from rl_replay.samplers._without_replacement import Epoch
 
 __all__ = ["SliceSamplerWithoutReplacement"]
@@ -102,18 +101,14 @@ class SliceSamplerWithoutReplacement(SliceSampler):
     def ran_out(self, value: bool) -> None:
         self._epoch.ran_out = value
 
-    def _pick_segments(
-        self, traj_index: TrajectoryIndex, seg: Segments, count: int, seq_len: int
-    ) -> torch.Tensor:
-        eligible = self._eligible_segments(traj_index, seg, seq_len)
-        order = self._epoch.take(
-            eligible.numel(),
+    def _pick(self, plan: _Plan, count: int) -> torch.Tensor:
+        return self._epoch.take(
+            plan.row.numel(),
             count,
-            key=traj_index.version,
-            device=eligible.device,
+            key=plan.version,
+            device=plan.row.device,
             owner=type(self).__name__,
         )
-        return eligible[order]
 
     def _empty(self) -> None:
         super()._empty()

@@ -100,8 +100,7 @@ class TrajectoryIndex:
         touched = torch.unique(torch.cat([rows, (rows + 1) % self.rows]))
         flags = self._is_break(touched)  # [cols, n_touched]
         positions = (self._col_offsets.unsqueeze(-1) + touched).reshape(-1)
-        kept = self._starts[~torch.isin(self._starts, positions)]
-        self._starts, _ = torch.sort(torch.cat([kept, positions[flags.reshape(-1)]]))
+        self._starts = _merge(self._starts, positions, positions[flags.reshape(-1)])
         self.version += 1
         self._segments = None
 
@@ -132,23 +131,32 @@ class TrajectoryIndex:
         starts = self._starts
         col = torch.div(starts, self.rows, rounding_mode="floor")
         row = starts - col * self.rows
-        first = torch.searchsorted(col, col)  # index of the first start of each column
+        opens = torch.ones_like(col, dtype=torch.bool)
+        opens[1:] = col[1:] != col[:-1]
+        # index of the first start of each column: running max of the column openings
+        first = torch.cummax(
+            torch.where(opens, torch.arange(col.numel(), device=col.device), 0), 0
+        )[0]
         following = torch.roll(starts, -1)
         same_col = torch.roll(col, -1) == col
         same_col[-1:] = False
         nxt = torch.where(same_col, following, starts[first] + self.rows)
-        valid = self._stamp[row] >= 0
+        valid = self._stamp.index_select(0, row) >= 0
         row, col, length = row[valid], col[valid], (nxt - starts)[valid]
         return Segments(row=row, col=col, length=length, terminal=self._terminal(row, col, length))
 
     def _terminal(self, row: torch.Tensor, col: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
         """Whether each segment's last element is a recorded trajectory end."""
         last = (row + length - 1) % self.rows
+        values = self._values.view(-1)
+        base = col * self.rows
+        last_value = values.index_select(0, base + last)
         if self.mode == "end":
-            return self._values[col, last] != 0
+            return last_value != 0
         nxt = (last + 1) % self.rows
-        in_time = (self._stamp[nxt] >= 0) & (self._stamp[nxt] == self._stamp[last] + 1)
-        return in_time & (self._values[col, nxt] != self._values[col, last])
+        stamp = self._stamp
+        in_time = stamp.index_select(0, nxt) == stamp.index_select(0, last) + 1
+        return in_time & (values.index_select(0, base + nxt) != last_value)
 
     def locate(self, row: torch.Tensor, col: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The segment holding each ``(row, col)`` position and the offset in it.
@@ -203,3 +211,20 @@ class TrajectoryIndex:
         self._counter = int(state["counter"])  # type: ignore[arg-type]
         self.version = int(state["version"])  # type: ignore[arg-type]
         self._segments = None
+
+
+def _merge(starts: torch.Tensor, touched: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    """Sorted ``starts`` without the sorted ``touched`` positions, plus the sorted ``new`` ones."""
+    if touched.numel() == 0:
+        return starts
+    at = torch.searchsorted(touched, starts).clamp_max_(touched.numel() - 1)
+    kept = starts[touched[at] != starts]
+    if new.numel() == 0:
+        return kept
+    slots = torch.searchsorted(kept, new) + torch.arange(new.numel(), device=new.device)
+    out = torch.empty(kept.numel() + new.numel(), dtype=starts.dtype, device=starts.device)
+    is_new = torch.zeros(out.shape, dtype=torch.bool, device=out.device)
+    is_new[slots] = True
+    out[slots] = new
+    out[~is_new] = kept
+    return out

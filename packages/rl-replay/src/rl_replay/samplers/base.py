@@ -139,6 +139,8 @@ def storage_ndim(storage: Any) -> int:
 def device_of(storage: Any) -> torch.device:
     """The device a storage keeps its data on (CPU when it does not say)."""
     device = getattr(storage, "device", None)
+    if isinstance(device, torch.device):
+        return device
     if device is None or device == "auto":
         return torch.device("cpu")
     return torch.device(device)
