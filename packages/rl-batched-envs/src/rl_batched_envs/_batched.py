@@ -23,7 +23,7 @@ EnvFactory = Callable[..., EnvBase]
 
 
 def _as_list(value: Any, n: int, name: str, kind: type | tuple) -> list:  # Any: one or many
-    if isinstance(value, kind) or not isinstance(value, Sequence):
+    if isinstance(value, (kind, str)) or not isinstance(value, Sequence):
         return [value] * n
     if len(value) != n:
         raise ValueError(
@@ -233,6 +233,7 @@ class BatchedEnvBase(EnvBase):
         state["_mask_buf"] = in_buf
         state["_next_buf"] = next_buf
         state["_root_buf"] = root_buf
+        state["_layout"] = layout
 
     def _share(self, buf: TensorDictBase) -> TensorDictBase:
         return buf
@@ -374,7 +375,20 @@ class BatchedEnvBase(EnvBase):
         if envs is None or envs:
             route = self._route(envs)
             self._call_each("reset", {w: (j, None, found, kwargs) for w, j in route.items()})
-        return self._output(self._root_buf)
+        out = self._output(self._root_buf)
+        if envs is not None:
+            self._keep_previous(out, tensordict, envs)
+        return out
+
+    def _keep_previous(self, out: TensorDictBase, previous: TensorDictBase, envs: list) -> None:
+        """Where a sub-env was not reset, its data is the previous data (when given)."""
+        keep = torch.ones(self.num_workers, dtype=torch.bool)
+        keep[envs] = False
+        for key in self._layout.root_keys:
+            old, new = previous.get(key, None), out.get(key)
+            if isinstance(old, torch.Tensor) and old.shape == new.shape:
+                mask = keep.to(new.device).reshape(-1, *[1] * (new.ndim - 1))
+                out.set(key, torch.where(mask, old.to(new.device), new))
 
     # ------------------------------------------------------------------ seeds, attributes
     def _set_seed(self, seed: int | None) -> None:
@@ -410,7 +424,7 @@ class BatchedEnvBase(EnvBase):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            if name.startswith("_") or not self.__dict__.get("_running", False):
+            if name.startswith("_") or "_output_spec" not in self.__dict__:
                 raise
         try:
             return self._forward(name)

@@ -111,6 +111,11 @@ class EnvGroup:
                 )
             dst.copy_(src)
 
+    def _blame(self, exc: Exception, j: int, what: str) -> Exception:
+        """Note on ``exc`` which env of the batch raised it."""
+        exc.add_note(f"Raised by {self.owner} env {self.offset + j} during {what}.")
+        return exc.with_traceback(exc.__traceback__)
+
     def _inputs(self, j: int, mask_key: NestedKey | None) -> TensorDictBase:
         td = self.in_td[j].copy()
         if mask_key is not None:
@@ -133,8 +138,11 @@ class EnvGroup:
             return [envs[j].step(td).get("next") for j, td in zip(self._active(active), inputs)]
         mask_key = "_step" if partial else None
         for j in self._active(active):
-            out = envs[j].step(self._inputs(j, mask_key))
-            self._write(j, self.next_pairs[j], out.get("next"), "step")
+            try:
+                out = envs[j].step(self._inputs(j, mask_key))
+                self._write(j, self.next_pairs[j], out.get("next"), "step")
+            except Exception as exc:
+                raise self._blame(exc, j, "step") from None
         return None
 
     def step_full(
@@ -155,9 +163,12 @@ class EnvGroup:
                 results.append((out.get("next"), root))
             return results
         for j in self._active(active):
-            out, root = envs[j].step_and_maybe_reset(self._inputs(j, None))
-            self._write(j, self.next_pairs[j], out.get("next"), "step")
-            self._write(j, self.root_pairs[j], root, "step_and_maybe_reset")
+            try:
+                out, root = envs[j].step_and_maybe_reset(self._inputs(j, None))
+                self._write(j, self.next_pairs[j], out.get("next"), "step")
+                self._write(j, self.root_pairs[j], root, "step_and_maybe_reset")
+            except Exception as exc:
+                raise self._blame(exc, j, "step_and_maybe_reset") from None
         return None
 
     def reset(
@@ -178,8 +189,11 @@ class EnvGroup:
                 td = TensorDict({k: masks.get(k) for k in reset_keys}, batch_size=masks.batch_size)
                 if all(bool(td.get(k).all()) for k in reset_keys) and "_reset" in reset_keys:
                     td = None
-            out = envs[j].reset(td, **kwargs)
-            self._write(j, self.root_pairs[j], out, "reset")
+            try:
+                out = envs[j].reset(td, **kwargs)
+                self._write(j, self.root_pairs[j], out, "reset")
+            except Exception as exc:
+                raise self._blame(exc, j, "reset") from None
         return None
 
     def set_seed(self, seed: int | None, static_seed: bool) -> int | None:
@@ -202,12 +216,27 @@ class EnvGroup:
 
     def metadata(self) -> list[EnvMetaData]:
         """The metadata of every env."""
-        return [EnvMetaData.metadata_from_env(env) for env in self.envs]
+        return [_metadata(env) for env in self.envs]
 
     def close(self) -> None:
         """Close every env."""
         for env in self.envs:
             env.close()
+
+
+def _metadata(env: EnvBase) -> EnvMetaData:
+    """``EnvMetaData.metadata_from_env``, with empty data for dynamic (-1) specs."""
+    if not env._key_cache()["dynamic"]:
+        return EnvMetaData.metadata_from_env(env)
+    bs = env.batch_size
+    return EnvMetaData(
+        tensordict=TensorDict({"next": TensorDict(batch_size=bs)}, batch_size=bs),
+        specs=env.specs.clone(),
+        batch_size=bs,
+        env_str=str(env),
+        device=env.device,
+        batch_locked=env.batch_locked,
+    )
 
 
 def build_envs(fns: Sequence[Callable[..., EnvBase]], kwargs: Sequence[dict]) -> list[EnvBase]:
