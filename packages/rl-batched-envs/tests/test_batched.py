@@ -310,7 +310,7 @@ class TestParallelEnv(BatchedBehaviour):
         original = env._reset
         env._reset = lambda *a, **k: calls.append(1) or original(*a, **k)
         for _ in range(5):
-            data, td = env.step_and_maybe_reset(env.rand_action(td))
+            _, td = env.step_and_maybe_reset(env.rand_action(td))
         env.close()
         assert calls == []
         assert td["observation"].squeeze(-1).tolist() == [1.0, 1.0]
