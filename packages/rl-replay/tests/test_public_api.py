@@ -23,7 +23,6 @@ DOCUMENTED = {
 # Documented names this distribution does not implement (yet).
 NOT_IMPLEMENTED: set[str] = {
     "FlatStorageCheckpointer", "H5StorageCheckpointer", "NestedStorageCheckpointer",
-    "StorageEnsembleCheckpointer", "ReplayBufferEnsemble", "StorageEnsemble", "WriterEnsemble",
 }  # fmt: skip
 
 OPTIONAL_BACKENDS = ("gymnasium", "gym", "envpool", "h5py", "chess", "dm_control", "pettingzoo", "vmas")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rl_replay._buffer import ReplayBuffer
+from rl_replay._ensemble import ReplayBufferEnsemble, StorageEnsemble, WriterEnsemble
 from rl_replay._tensordict_buffers import (
     PrioritizedReplayBuffer,
     TensorDictPrioritizedReplayBuffer,
@@ -11,6 +12,7 @@ from rl_replay._tensordict_buffers import (
 from rl_replay.checkpointers import (
     ListStorageCheckpointer,
     StorageCheckpointerBase,
+    StorageEnsembleCheckpointer,
     TensorStorageCheckpointer,
 )
 from rl_replay.samplers import (
@@ -51,6 +53,7 @@ __all__ = [
     "PrioritizedSliceSampler",
     "RandomSampler",
     "ReplayBuffer",
+    "ReplayBufferEnsemble",
     "RoundRobinWriter",
     "Sampler",
     "SamplerEnsemble",
@@ -59,6 +62,8 @@ __all__ = [
     "SliceSamplerWithoutReplacement",
     "Storage",
     "StorageCheckpointerBase",
+    "StorageEnsemble",
+    "StorageEnsembleCheckpointer",
     "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",
     "TensorDictReplayBuffer",
@@ -66,4 +71,5 @@ __all__ = [
     "TensorStorage",
     "TensorStorageCheckpointer",
     "Writer",
+    "WriterEnsemble",
 ]

@@ -279,12 +279,21 @@ class ReplayBuffer:
                 index, info = self._sample_with_generator(batch_size)
             info["index"] = index
             data = self._storage.get(index)
+        return self._finish(data), info
+
+    def _read(self, index: Any) -> Any:  # Any: an index in the storage's form
+        """Read ``index`` and process it like a sample (collate, pin, transform)."""
+        with self._lock:
+            data = self._storage.get(index)
+        return self._finish(data)
+
+    def _finish(self, data: Any) -> Any:  # Any: what the storage returned
         data = self._collate_fn(data)
         if self._pin_memory:
             data = data.pin_memory()
         if len(self._transform):
             data = self._transform(data)
-        return data, info
+        return data
 
     def _sample_with_generator(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
         with torch.random.fork_rng(devices=[]):

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from rl_replay.checkpointers.base import StorageCheckpointerBase
+from rl_replay.checkpointers.ensemble import StorageEnsembleCheckpointer
 from rl_replay.checkpointers.list import ListStorageCheckpointer
 from rl_replay.checkpointers.tensor import TensorStorageCheckpointer
 
-__all__ = ["ListStorageCheckpointer", "StorageCheckpointerBase", "TensorStorageCheckpointer"]
+__all__ = [
+    "ListStorageCheckpointer",
+    "StorageCheckpointerBase",
+    "StorageEnsembleCheckpointer",
+    "TensorStorageCheckpointer",
+]
