@@ -201,28 +201,65 @@ class TestEnvBase:
         assert env.full_observation_spec.device == torch.device("cpu")
         assert env.is_spec_locked
 
+    def test_maybe_reset_resets_only_done_elements(self):
+        env = CountingEnv(max_steps=10, batch_size=[2])
+        data = env.rollout(3)[:, -1]["next"].exclude("reward")
+        data["done"] = torch.tensor([[False], [True]])
+        out = env.maybe_reset(data)
+        assert out is data
+        assert out["observation"].squeeze(-1).tolist() == [3.0, 0.0]
+        assert "_reset" not in out.keys()
+
+    def test_maybe_reset_without_done_is_a_no_op(self):
+        env = CountingEnv(batch_size=[2])
+        data = env.reset()
+        data["observation"] += 5
+        assert env.maybe_reset(data)["observation"].squeeze(-1).tolist() == [5.0, 5.0]
+
+    def test_add_truncated_keys(self):
+        env = BareEnv()
+        env.done_spec = Categorical(2, shape=(1,), dtype=torch.bool)
+        assert "truncated" not in env.done_keys
+        assert env.add_truncated_keys() is env
+        assert env.done_keys == ["done", "terminated", "truncated"]
+
+    def test_check_env_specs_method(self):
+        env = CountingEnv()
+        env.full_observation_spec = Composite(observation=Unbounded(shape=(1,), dtype=torch.int64))
+        with pytest.raises(AssertionError, match="dtype mismatch"):
+            env.check_env_specs()
+
     def test_repr_and_close(self):
         env = CountingEnv()
         assert "CountingEnv(batch_size=()" in repr(env)
         env.close()
         assert env.is_closed
 
-    def test_marl_leaf_shortcuts(self):
+    def test_marl_spec_creation_example(self):
+        """The documented multi-agent spec creation, with stacked per-agent specs."""
         env = BareEnv(batch_size=[3])
         n_agents = 2
+        action_specs = [Bounded(low=-1.0, high=1.0, shape=(3, 2)) for _ in range(n_agents)]
+        reward_specs = [Unbounded(shape=(3, 1)) for _ in range(n_agents)]
+        observation_specs = [Unbounded(shape=(3, 4)) for _ in range(n_agents)]
         env.action_spec = Composite(
-            agents=Composite(
-                action=Bounded(low=-1.0, high=1.0, shape=(3, n_agents, 2)), shape=(3, n_agents)
-            ),
+            {"agents": Composite({"action": torch.stack(action_specs, 1)}, shape=(3, n_agents))},
             shape=(3,),
         )
         env.reward_spec = Composite(
-            agents=Composite(reward=Unbounded(shape=(3, n_agents, 1)), shape=(3, n_agents)),
+            {"agents": Composite({"reward": torch.stack(reward_specs, 1)}, shape=(3, n_agents))},
             shape=(3,),
         )
-        env.done_spec = Categorical(2, shape=(3, 1), dtype=torch.bool)
+        env.observation_spec = Composite(
+            {"agents": Composite({"observation": torch.stack(observation_specs, 1)},
+                                 shape=(3, n_agents))},
+            shape=(3,),
+        )
+        env.done_spec = Categorical(n=2, shape=torch.Size((3, 1)), dtype=torch.bool)
         assert env.action_key == ("agents", "action")
         assert env.reward_key == ("agents", "reward")
         assert env.reward_spec == env.output_spec["full_reward_spec"][env.reward_key]
+        assert env.reward_spec == torch.stack(reward_specs, 1)
         assert env.action_spec.shape == torch.Size([3, n_agents, 2])
         assert env.done_keys == ["done", "terminated"]
+        assert env.rand_action()["agents", "action"].shape == torch.Size([3, n_agents, 2])

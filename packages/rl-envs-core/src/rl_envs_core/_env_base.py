@@ -13,7 +13,7 @@ import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 from torch import nn
 
-from rl_envs_core import _partial, _rollout, _spec_views, _validation
+from rl_envs_core import _check, _partial, _rollout, _spec_views, _validation
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
 from rl_envs_core._step_mdp import advance, as_tuple
 from rl_specs import Categorical, Composite, TensorSpec, Unbounded
@@ -316,6 +316,43 @@ class EnvBase(nn.Module):
             (True, False, 0.0)
         """
         return _rollout.step_and_maybe_reset(self, tensordict)
+
+    def maybe_reset(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Reset (partially) the elements of ``tensordict`` whose done flags are set.
+
+        Examples:
+            >>> import torch
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = CountingEnv(batch_size=[2])
+            >>> data = env.reset()
+            >>> data["done"] = torch.tensor([[True], [False]])
+            >>> env.maybe_reset(data)["done"].squeeze(-1)
+            tensor([False, False])
+        """
+        return _rollout.maybe_reset(self, tensordict)
+
+    def add_truncated_keys(self) -> EnvBase:
+        """Add a ``"truncated"`` entry next to every ``"done"`` that lacks one; returns the env.
+
+        Examples:
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = CountingEnv()
+            >>> env.full_done_spec = env.full_done_spec.exclude("truncated")
+            >>> env.add_truncated_keys().done_keys
+            ['done', 'terminated', 'truncated']
+        """
+        spec = self.full_done_spec.clone()
+        _spec_views.set_locked(spec, False)
+        for level, keys in self._key_cache()["done_levels"].items():
+            names = {as_tuple(key)[-1]: key for key in keys}
+            if "truncated" not in names and "done" in names:
+                spec[(*level, "truncated")] = spec[names["done"]].clone()
+        self.full_done_spec = spec
+        return self
+
+    def check_env_specs(self, *args: Any, **kwargs: Any) -> None:  # Any: see check_env_specs
+        """Run :func:`check_env_specs` on this env."""
+        _check.check_env_specs(self, *args, **kwargs)
 
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
         """Write a random action (drawn from ``action_spec``) in ``tensordict``.

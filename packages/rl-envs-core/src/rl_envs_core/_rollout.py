@@ -50,15 +50,19 @@ def done_somewhere(data: TensorDictBase, flags: list) -> bool:
     return False
 
 
+def maybe_reset(env: EnvBase, tensordict: TensorDictBase) -> TensorDictBase:
+    """Partially reset ``tensordict`` where its done flags are set; return it."""
+    cache = env._key_cache()
+    if done_somewhere(tensordict, cache["done_flags"]) and aggregate_done(
+        tensordict, cache["done_levels"], "_reset", False
+    ):
+        env.reset(tensordict)
+    return tensordict
+
+
 def advance_and_maybe_reset(env: EnvBase, tensordict: TensorDictBase) -> TensorDictBase:
     """``step_mdp`` of ``tensordict``, then a partial reset of the done elements."""
-    root = env._step_mdp(tensordict)
-    cache = env._key_cache()
-    if done_somewhere(root, cache["done_flags"]) and aggregate_done(
-        root, cache["done_levels"], "_reset", False
-    ):
-        env.reset(root)
-    return root
+    return maybe_reset(env, env._step_mdp(tensordict))
 
 
 def batch_done(env: EnvBase, data: TensorDictBase) -> torch.Tensor:
@@ -190,9 +194,7 @@ def rollout(
             "tensordict=env.reset() (or the last step of a previous rollout)."
         )
     else:
-        td = tensordict
-        if aggregate_done(td, cache["done_levels"], "_reset", False):
-            env.reset(td)
+        td = maybe_reset(env, tensordict)
     if policy is None:
         act: Policy = env.rand_action
     elif auto_cast_to_device and not trust_policy:
