@@ -134,6 +134,10 @@ class TestTensorSpec:
         assert dynamic[0].shape == (-1, 2)
         assert dynamic.unsqueeze(0).shape == (1, 3, -1, 2)
 
+    def test_leaves_default_to_the_default_device(self):
+        assert Unbounded().device == torch.get_default_device()
+        assert Categorical(3).rand().device == torch.get_default_device()
+
     def test_ndim_numel_and_sample(self):
         spec = Unbounded(shape=(2, 3))
         assert spec.ndim == spec.ndimension() == 2

@@ -74,6 +74,11 @@ class TestComposite:
         spec["b"] = Unbounded()
         assert spec["b"].device == torch.device("cpu")
 
+    def test_default_device_entries_move_to_composite_device(self):
+        spec = Composite(a=Unbounded(shape=(2,)), b=Composite(c=Unbounded()), device="meta")
+        assert spec["a"].device.type == "meta" and spec["b", "c"].device.type == "meta"
+        assert spec.device.type == "meta" and Composite().device is None
+
     def test_nested_keys(self):
         spec = make_spec()
         assert spec["next", "reward"] is spec["next"]["reward"]

@@ -50,7 +50,21 @@ class TestMakeCompositeFromTd:
             [TensorDict(obs=torch.zeros(2, 3)), TensorDict(obs=torch.zeros(5, 3))], 0
         )
         spec = make_composite_from_td(data, dynamic_shape=True)
-        assert spec["obs"].shape == (2, -1, 3) and spec["obs"].is_dynamic
+        assert spec["obs"].shape == (2, -1, -1) and spec["obs"].is_dynamic
+
+    def test_dynamic_shape_marks_last_dim(self):
+        spec = make_composite_from_td(make_data(), dynamic_shape=True)
+        assert spec["obs"].shape == (4, -1) and spec["next", "reward"].shape == (4, -1)
+        assert spec["count"].shape == (4,)
+        assert spec["obs"].is_in(torch.zeros(4, 7))
+
+    def test_dynamic_lazy_stack_with_non_tensor(self):
+        data = LazyStackedTensorDict.lazy_stack(
+            [TensorDict(obs=torch.zeros(3), text="a"), TensorDict(obs=torch.zeros(3), text="b")],
+            0,
+        )
+        spec = make_composite_from_td(data, dynamic_shape=True)
+        assert spec["text"].shape == (2,) and spec["obs"].shape == (2, -1)
 
     def test_dynamic_shape_rank_mismatch(self):
         data = LazyStackedTensorDict.lazy_stack(

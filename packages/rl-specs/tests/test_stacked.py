@@ -59,7 +59,7 @@ class TestTorchStack:
 
     def test_device_mismatch_raises(self):
         with pytest.raises(ValueError, match="one device"):
-            torch.stack([Unbounded(shape=(2,), device="cpu"), Unbounded(shape=(2,))])
+            torch.stack([Unbounded(shape=(2,), device="cpu"), Unbounded(shape=(2,), device="meta")])
 
     def test_empty_raises(self):
         with pytest.raises(ValueError, match="at least one spec"):

@@ -169,7 +169,8 @@ class TensorSpec:
     Args:
         shape (torch.Size): the shape of the tensors.
         space: the domain of the values (a box object, ``None`` for unbounded data).
-        device (torch.device, optional): the device of the tensors. Defaults to ``None`` (cpu).
+        device (torch.device, optional): the device of the tensors. Defaults to ``None``
+            (torch's default device, usually cpu): leaves always have a device.
         dtype (torch.dtype): the dtype of the tensors.
         domain (str): ``"continuous"`` or ``"discrete"``. Defaults to ``""``.
 
@@ -198,7 +199,7 @@ class TensorSpec:
     ) -> None:
         self.shape = _as_shape(shape, owner=type(self).__name__)
         self.space = space
-        self.device = _as_device(device)
+        self.device = torch.get_default_device() if device is None else _as_device(device)
         self.dtype = dtype
         self.domain = domain
 

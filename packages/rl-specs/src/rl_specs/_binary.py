@@ -17,7 +17,7 @@ class Binary(Categorical):
     Args:
         n (int, optional): the size of the last dim. Defaults to ``shape[-1]``.
         shape (torch.Size, optional): the shape. Defaults to ``(n,)``.
-        device (torch.device, optional): the device. Defaults to ``None`` (cpu).
+        device (torch.device, optional): the device. Defaults to ``None`` (torch's default device).
         dtype (torch.dtype, optional): the dtype. Defaults to ``torch.int8``.
 
     Raises:

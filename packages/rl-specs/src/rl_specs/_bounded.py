@@ -66,7 +66,7 @@ class Bounded(TensorSpec):
         high (float or torch.Tensor): the upper bound (broadcast to ``shape``).
         shape (torch.Size, optional): the shape. Defaults to the broadcast shape of
             ``low`` and ``high``, which must then be tensors.
-        device (torch.device, optional): the device. Defaults to ``None`` (cpu).
+        device (torch.device, optional): the device. Defaults to ``None`` (torch's default device).
         dtype (torch.dtype, optional): the dtype. Defaults to ``torch.get_default_dtype()``,
             or ``torch.int64`` when ``domain="discrete"``.
         domain (str, optional): ``"continuous"`` or ``"discrete"``. Defaults to ``None``

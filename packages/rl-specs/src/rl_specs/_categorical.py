@@ -78,7 +78,7 @@ class Categorical(TensorSpec):
     Args:
         n (int): the number of categories.
         shape (torch.Size, optional): the shape. Defaults to ``torch.Size([])``.
-        device (torch.device, optional): the device. Defaults to ``None`` (cpu).
+        device (torch.device, optional): the device. Defaults to ``None`` (torch's default device).
         dtype (torch.dtype, optional): the dtype. Defaults to ``torch.long``.
         mask (torch.Tensor, optional): booleans of shape ``(*shape, n)``; ``False`` forbids
             a category. Defaults to ``None`` (every category allowed).
@@ -225,7 +225,7 @@ class MultiCategorical(Categorical):
         nvec (sequence of int or torch.Tensor): the number of categories of each slot.
         shape (torch.Size, optional): the shape; its last dim is ``len(nvec)``. Defaults to
             ``nvec``'s shape.
-        device (torch.device, optional): the device. Defaults to ``None`` (cpu).
+        device (torch.device, optional): the device. Defaults to ``None`` (torch's default device).
         dtype (torch.dtype, optional): the dtype. Defaults to ``torch.int64``.
         mask (torch.Tensor, optional): booleans of shape ``(*shape[:-1], sum(nvec))``.
             Defaults to ``None``.

@@ -44,8 +44,8 @@ class Composite(_CompositeDataMixin, TensorSpec):
         *args (dict, optional): one mapping of key to spec.
         shape (torch.Size, optional): the batch dims, a prefix of every entry's shape.
             Defaults to ``torch.Size([])``.
-        device (torch.device, optional): the device of every entry. Defaults to ``None``
-            (entries may live anywhere).
+        device (torch.device, optional): the device of every entry; entries built on the
+            default device are moved to it. Defaults to ``None`` (entries may live anywhere).
         data_cls (type, optional): a tensorclass built from generated data with
             ``data_cls.from_tensordict``. Defaults to ``None`` (a ``TensorDict``).
         step_mdp_static (bool, optional): whether ``step_mdp`` should leave the entries
@@ -268,13 +268,21 @@ class Composite(_CompositeDataMixin, TensorSpec):
                     f"Use shape=({', '.join(map(str, self._shape))}, ...) for the entry."
                 )
             if self._device is not None and value.device != self._device:
-                if value.device is not None and not isinstance(value, Composite):
-                    raise ValueError(
-                        f"Composite on device {self._device} got a spec on device "
-                        f"{value.device} at key {key!r}. Move it with spec.to({str(self._device)!r})."
-                    )
-                value = value.to(self._device)
+                value = self._moved_here(key, value)
         self._specs[key] = value
+
+    def _moved_here(self, key: str, value: TensorSpec) -> TensorSpec:
+        """``value`` on this composite's device, if it came from the default device.
+
+        Raises:
+            ValueError: if ``value`` was placed on another, non-default device.
+        """
+        if value.device is None or value.device == torch.get_default_device():
+            return value.to(self._device)
+        raise ValueError(
+            f"Composite on device {self._device} got a spec on device {value.device} at key "
+            f"{key!r}. Move it with spec.to({str(self._device)!r}) first."
+        )
 
     def set(self, name: NestedKey, spec: TensorSpec | None) -> Composite:
         """Set ``spec`` at ``name`` (nested keys create intermediate composites); returns self."""

@@ -36,8 +36,10 @@ def make_composite_from_td(
     Keyword Args:
         unsqueeze_null_shapes (bool, optional): give entries of shape ``()`` the shape
             ``(1,)``. Defaults to ``True``.
-        dynamic_shape (bool, optional): mark the dims whose size differs between the
-            elements of a lazy stack as dynamic (``-1``). Defaults to ``False``.
+        dynamic_shape (bool, optional): give every tensor a dynamic (``-1``) last dim
+            (when it has dims beyond the batch dims); in a lazy stack, the dims whose
+            size differs between the stacked elements are dynamic too. Defaults to
+            ``False``.
 
     Raises:
         TypeError: if ``data`` is not a tensor collection.
@@ -70,7 +72,8 @@ def make_composite_from_td(
             example = value.data if isinstance(value, NonTensorData) else value.tolist()
             entries[key] = NonTensor(shape=value.shape, device=value.device, example_data=example)
             if lazy:
-                entries[key] = entries[key].expand(data.batch_size)
+                member = entries[key].unsqueeze(data.stack_dim)
+                entries[key] = member.expand(data.batch_size)
         elif is_tensor_collection(value):
             if lazy:
                 value = LazyStackedTensorDict.lazy_stack(
@@ -79,6 +82,8 @@ def make_composite_from_td(
             entries[key] = make_composite_from_td(value, **kwargs)
         else:
             shape = _dynamic_shape(data, key) if lazy else value.shape
+            if dynamic_shape and len(shape) > data.batch_dims:
+                shape = torch.Size((*shape[:-1], -1))
             if not shape and unsqueeze_null_shapes:
                 shape = torch.Size((1,))
             entries[key] = Unbounded(shape=shape, dtype=value.dtype, device=value.device)

@@ -41,7 +41,7 @@ class OneHot(TensorSpec):
     Args:
         n (int): the number of categories.
         shape (torch.Size, optional): the shape, ending with ``n``. Defaults to ``(n,)``.
-        device (torch.device, optional): the device. Defaults to ``None`` (cpu).
+        device (torch.device, optional): the device. Defaults to ``None`` (torch's default device).
         dtype (torch.dtype, optional): the dtype. Defaults to ``torch.bool``.
         use_register (bool, optional): kept for API compatibility. Defaults to ``False``.
         mask (torch.Tensor, optional): booleans of shape ``shape``; ``False`` forbids a
@@ -193,7 +193,7 @@ class MultiOneHot(OneHot):
         nvec (sequence of int): the number of categories of each slot.
         shape (torch.Size, optional): the shape, ending with ``sum(nvec)``. Defaults to
             ``(sum(nvec),)``.
-        device (torch.device, optional): the device. Defaults to ``None`` (cpu).
+        device (torch.device, optional): the device. Defaults to ``None`` (torch's default device).
         dtype (torch.dtype, optional): the dtype. Defaults to ``torch.bool``.
         use_register (bool, optional): kept for API compatibility. Defaults to ``False``.
         mask (torch.Tensor, optional): booleans of shape ``shape``. Defaults to ``None``.

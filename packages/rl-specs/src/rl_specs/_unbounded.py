@@ -49,7 +49,7 @@ class Unbounded(TensorSpec):
 
     Args:
         shape (torch.Size or int, optional): the shape. Defaults to ``torch.Size([1])``.
-        device (torch.device, optional): the device. Defaults to ``None`` (cpu).
+        device (torch.device, optional): the device. Defaults to ``None`` (torch's default device).
         dtype (torch.dtype, optional): the dtype. Defaults to ``torch.get_default_dtype()``
             for continuous specs and ``torch.int64`` for discrete ones.
 
