@@ -30,6 +30,7 @@ DOCUMENTED = sorted(
         "GymWrapper",
         "MultiThreadedEnv",
         "MultiThreadedEnvWrapper",
+        "VecGymEnvTransform",
         "get_available_libraries",
         "gym_backend",
         "implement_for",

@@ -10,6 +10,7 @@ from rl_env_adapters._envpool._env import MultiThreadedEnv, MultiThreadedEnvWrap
 from rl_env_adapters._gym._backend import gym_backend, set_gym_backend
 from rl_env_adapters._gym._env import GymEnv
 from rl_env_adapters._gym._spaces import register_gym_spec_conversion
+from rl_env_adapters._gym._vec_transform import VecGymEnvTransform
 from rl_env_adapters._gym._wrapper import GymWrapper
 from rl_env_adapters._implement_for import implement_for
 from rl_env_adapters._libraries import get_available_libraries
@@ -21,6 +22,7 @@ __all__: list[str] = [
     "GymWrapper",
     "MultiThreadedEnv",
     "MultiThreadedEnvWrapper",
+    "VecGymEnvTransform",
     "get_available_libraries",
     "gym_backend",
     "implement_for",

@@ -135,7 +135,7 @@ def make_writer(space: Any, spec: TensorSpec, *, batch_dims: int = 0) -> Writer:
             [part.long().argmax(-1).cpu().numpy() for part in action.split(sizes, -1)], -1
         )
     if isinstance(spec, OneHot):
-        return lambda action: action.long().argmax(-1).cpu().numpy()
+        return lambda action: action.detach().cpu().numpy().argmax(-1)
     if isinstance(spec, NonTensor):
         return lambda action: action
     if spec.dtype.is_floating_point:

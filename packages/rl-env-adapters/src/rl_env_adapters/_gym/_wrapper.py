@@ -26,6 +26,8 @@ from rl_specs import Composite, Unbounded
 
 __all__ = ["GymWrapper"]
 
+from_numpy = torch.from_numpy
+
 # Any in this module: gym envs, spaces, observations and infos are library-defined.
 
 
@@ -223,11 +225,12 @@ class GymWrapper(GymLikeEnv):
             source = self._batched_outputs(obs, reward, terminated, truncated, info)
         else:
             source = self._read_obs(obs)
-            source["reward"] = torch.tensor((float(reward),))
+            # from_numpy of a fresh 1-element array is the cheapest way to a new tensor
             terminated, truncated = bool(terminated), bool(truncated)
-            source["terminated"] = torch.tensor((terminated,))
-            source["truncated"] = torch.tensor((truncated,))
-            source["done"] = torch.tensor((terminated or truncated,))
+            source["reward"] = from_numpy(np.array((reward,), dtype=np.float32))
+            source["terminated"] = from_numpy(np.array((terminated,)))
+            source["truncated"] = from_numpy(np.array((truncated,)))
+            source["done"] = from_numpy(np.array((terminated or truncated,)))
         out = TensorDict(source, batch_size=self.batch_size, device=self.device)
         if self._info_dict_reader:
             out = self.read_info(info, out)
