@@ -1,0 +1,128 @@
+"""StepCounter, RewardSum, InitTracker."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_envs_core import check_env_specs, step_mdp
+from rl_transforms import Compose, InitTracker, RewardSum, StepCounter, TransformedEnv
+
+
+class TestStepCounter:
+    def test_counts_from_reset(self, counting_env):
+        env = TransformedEnv(counting_env(max_steps=3), StepCounter())
+        data = env.rollout(10, break_when_any_done=False)
+        assert data["step_count"].squeeze(-1).tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+        assert data["next", "step_count"].squeeze(-1).tolist() == [1, 2, 3, 1, 2, 3, 1, 2, 3, 1]
+
+    def test_max_steps_sets_truncated_and_done(self, counting_env):
+        env = TransformedEnv(counting_env(max_steps=100), StepCounter(max_steps=2))
+        data = env.rollout(10)
+        assert data["next", "truncated"].squeeze(-1).tolist() == [False, True]
+        assert data["next", "done"].squeeze(-1).tolist() == [False, True]
+        assert not data["next", "terminated"].any()
+
+    def test_update_done_false_leaves_done(self, counting_env):
+        env = TransformedEnv(counting_env(max_steps=100), StepCounter(max_steps=2, update_done=False))
+        data = env.rollout(3, break_when_any_done=False)
+        assert data["next", "truncated"].squeeze(-1).tolist() == [False, True, True]
+        assert not data["next", "done"].any()
+
+    def test_custom_keys_and_spec(self, counting_env):
+        t = StepCounter(max_steps=4, step_count_key="n", truncated_key="cut")
+        env = TransformedEnv(counting_env(batch_size=[2]), t)
+        assert env.observation_spec["n"].dtype == torch.int64
+        assert "cut" in env.full_done_spec.keys()
+        assert t.out_keys == ["n", "cut"]
+        check_env_specs(env)
+
+    def test_partial_reset_resets_masked_counters_only(self, counting_env):
+        env = TransformedEnv(counting_env(max_steps=10, batch_size=[2]), StepCounter())
+        td = env.reset()
+        td = step_mdp(env.rand_step(td))
+        td.set("_reset", torch.tensor([[False], [True]]))
+        assert env.reset(td)["step_count"].squeeze(-1).tolist() == [1, 0]
+
+    @pytest.mark.parametrize("max_steps", [0, -3, 1.5])
+    def test_bad_max_steps_raises(self, max_steps):
+        with pytest.raises(ValueError, match="StepCounter expected max_steps to be a positive int"):
+            StepCounter(max_steps=max_steps)
+
+    def test_step_without_reset_raises(self):
+        with pytest.raises(KeyError, match="StepCounter expected 'step_count' in the step input"):
+            StepCounter()._step(TensorDict(), TensorDict())
+
+    def test_forward_on_stored_data_raises(self):
+        with pytest.raises(RuntimeError, match="StepCounter counts steps of an environment"):
+            StepCounter()(TensorDict())
+
+    def test_check_env_specs(self, counting_env):
+        check_env_specs(TransformedEnv(counting_env(), StepCounter(max_steps=2)))
+
+
+class TestRewardSum:
+    def test_sums_rewards_and_resets(self, counting_env):
+        env = TransformedEnv(counting_env(max_steps=2), RewardSum())
+        data = env.rollout(5, break_when_any_done=False)
+        assert data["next", "episode_reward"].squeeze(-1).tolist() == [1.0, 2.0, 1.0, 2.0, 1.0]
+        assert data["episode_reward"].squeeze(-1).tolist() == [0.0, 1.0, 0.0, 1.0, 0.0]
+
+    def test_default_keys_follow_reward_spec(self, counting_env):
+        t = RewardSum()
+        TransformedEnv(counting_env(), t)
+        assert t.in_keys == ["reward"] and t.out_keys == ["episode_reward"]
+        assert t.reset_keys == ["_reset"]
+
+    def test_nested_reward_gets_nested_sum(self):
+        t = RewardSum(in_keys=[("agents", "reward")])
+        assert t.out_keys == [("agents", "episode_reward")]
+        assert t.reset_keys == [("agents", "_reset")]
+
+    def test_reward_spec_flag_places_sum_in_reward_spec(self, counting_env):
+        env = TransformedEnv(counting_env(), RewardSum(reward_spec=True))
+        assert "episode_reward" in env.full_reward_spec.keys()
+        assert "episode_reward" not in env.observation_spec.keys()
+
+    def test_partial_reset_keeps_other_sums(self, counting_env):
+        env = TransformedEnv(counting_env(max_steps=10, batch_size=[2]), RewardSum())
+        td = step_mdp(env.rand_step(env.reset()))
+        td.set("_reset", torch.tensor([[True], [False]]))
+        assert env.reset(td)["episode_reward"].squeeze(-1).tolist() == [0.0, 1.0]
+
+    def test_missing_reward_key_raises(self, counting_env):
+        with pytest.raises(KeyError, match="RewardSum expected the reward 'bonus'"):
+            TransformedEnv(counting_env(), RewardSum(in_keys=["bonus"]))
+
+    def test_mismatched_keys_raise(self):
+        with pytest.raises(ValueError, match="RewardSum expected in_keys and out_keys of the same length"):
+            RewardSum(in_keys=["a", "b"], out_keys=["c"])
+
+    def test_forward_on_stored_data_raises(self):
+        with pytest.raises(RuntimeError, match="RewardSum accumulates rewards"):
+            RewardSum()(TensorDict())
+
+    def test_check_env_specs(self, counting_env):
+        check_env_specs(TransformedEnv(counting_env(batch_size=[3]), RewardSum()))
+
+
+class TestInitTracker:
+    def test_true_after_reset_only(self, counting_env):
+        env = TransformedEnv(counting_env(max_steps=2), InitTracker())
+        data = env.rollout(4, break_when_any_done=False)
+        assert data["is_init"].squeeze(-1).tolist() == [True, False, True, False]
+        assert not data["next", "is_init"].any()
+
+    def test_custom_key(self, counting_env):
+        t = InitTracker(init_key="first")
+        env = TransformedEnv(counting_env(batch_size=[2]), t)
+        assert env.reset()["first"].shape == torch.Size([2, 1])
+        assert t.out_keys == ["first"]
+
+    def test_forward_on_stored_data_raises(self):
+        with pytest.raises(RuntimeError, match="InitTracker marks the first step"):
+            InitTracker()(TensorDict())
+
+    def test_check_env_specs(self, counting_env):
+        check_env_specs(TransformedEnv(counting_env(), Compose(InitTracker(), StepCounter())))

@@ -1,0 +1,136 @@
+"""ObservationNorm, VecNorm, VecNormV2."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_envs_core import check_env_specs
+from rl_specs import Bounded
+from rl_transforms import Compose, ObservationNorm, StepCounter, TransformedEnv, VecNorm, VecNormV2
+
+
+def _obs(values, key="observation"):
+    value = torch.as_tensor(values, dtype=torch.float32)
+    return TensorDict({key: value}, value.shape[:1])
+
+
+class TestObservationNorm:
+    @pytest.mark.parametrize("standard_normal, expected", [(False, [3.0, 5.0]), (True, [0.0, 0.5])])
+    def test_affine(self, standard_normal, expected):
+        t = ObservationNorm(loc=1.0, scale=2.0, standard_normal=standard_normal)
+        assert t(_obs([1.0, 2.0]))["observation"].tolist() == expected
+
+    @pytest.mark.parametrize("standard_normal", [False, True])
+    def test_inverse_undoes_forward(self, standard_normal):
+        t = ObservationNorm(loc=1.0, scale=2.0, in_keys_inv=["observation"], standard_normal=standard_normal)
+        x = torch.tensor([0.5, -3.0])
+        y = t._apply_transform(x)
+        assert torch.allclose(t._inv_apply_transform(y), x)
+
+    def test_uninitialized_raises(self):
+        with pytest.raises(RuntimeError, match="ObservationNorm has no loc/scale yet"):
+            ObservationNorm()(_obs([1.0]))
+
+    def test_init_stats_standardises(self, counting_env):
+        t = ObservationNorm(standard_normal=True)
+        env = TransformedEnv(counting_env(max_steps=4), t)
+        t.init_stats(num_iter=40)
+        assert t.initialized
+        values = env.rollout(40, break_when_any_done=False)["next", "observation"]
+        assert values.mean().abs().item() < 0.2
+        assert abs(values.std().item() - 1.0) < 0.2
+
+    def test_init_stats_without_parent_raises(self):
+        with pytest.raises(RuntimeError, match="init_stats needs the transform in an env"):
+            ObservationNorm().init_stats(3)
+
+    def test_init_stats_with_several_keys_needs_key(self, counting_env):
+        t = ObservationNorm(in_keys=["observation", "other"])
+        TransformedEnv(counting_env(), t)
+        with pytest.raises(ValueError, match="needs key= when there are several in_keys"):
+            t.init_stats(3)
+
+    def test_bounded_spec_is_mapped(self, continuous_env):
+        env = TransformedEnv(
+            continuous_env(dtype=torch.float32),
+            ObservationNorm(loc=1.0, scale=2.0, in_keys_inv=["action"], standard_normal=True),
+        )
+        spec = env.action_spec
+        assert isinstance(spec, Bounded)
+        assert spec.low.flatten()[0].item() == -1.0 and spec.high.flatten()[0].item() == 0.0
+
+    def test_check_env_specs(self, counting_env):
+        check_env_specs(TransformedEnv(counting_env(), Compose(StepCounter(), ObservationNorm(0.5, 2.0))))
+
+
+class TestVecNorm:
+    def test_normalises_running_statistics(self):
+        t = VecNorm(in_keys=["observation"], decay=1.0)
+        out = t(_obs([[1.0], [3.0]]))["observation"].squeeze(-1)
+        assert torch.allclose(out, torch.tensor([-1.0, 1.0]), atol=1e-4)
+
+    def test_freeze_stops_updates(self):
+        t = VecNorm(in_keys=["observation"], decay=1.0)
+        t(_obs([[1.0], [3.0]]))
+        t.freeze()
+        first = t(_obs([[100.0]]))["observation"].item()
+        second = t(_obs([[100.0]]))["observation"].item()
+        assert first == second
+        t.unfreeze()
+        assert t(_obs([[100.0]]))["observation"].item() != second
+
+    def test_clone_and_frozen_copy_share_statistics(self):
+        t = VecNorm(in_keys=["observation"], decay=1.0)
+        t(_obs([[1.0], [3.0]]))
+        frozen = t.frozen_copy()
+        t(_obs([[5.0], [7.0]]))
+        assert frozen.frozen and frozen._td is t._td
+        assert t.clone()._td is t._td
+
+    def test_state_dict_round_trip(self):
+        t = VecNorm(in_keys=["observation"], decay=1.0)
+        t(_obs([[1.0], [3.0]]))
+        other = VecNorm(in_keys=["observation"], decay=1.0)
+        other.load_state_dict(t.state_dict())
+        other.freeze()
+        assert other(_obs([[3.0]]))["observation"].item() == pytest.approx(1.0, abs=1e-4)
+
+    def test_shared_td(self):
+        shared = TensorDict()
+        a = VecNorm(in_keys=["observation"], shared_td=shared, decay=1.0)
+        b = VecNorm(in_keys=["observation"], shared_td=shared, decay=1.0)
+        a(_obs([[1.0], [3.0]]))
+        assert b.freeze()(_obs([[3.0]]))["observation"].item() == pytest.approx(1.0, abs=1e-4)
+
+    def test_to_observation_norm(self):
+        t = VecNorm(in_keys=["observation"], decay=1.0)
+        t(_obs([[1.0], [3.0]]))
+        norm = t.to_observation_norm()
+        assert norm(_obs([[3.0]]))["observation"].item() == pytest.approx(1.0, abs=1e-4)
+
+    def test_bad_decay_raises(self):
+        with pytest.raises(ValueError, match="VecNorm expected 0 < decay <= 1"):
+            VecNorm(decay=1.5)
+
+    def test_check_env_specs(self, counting_env):
+        env = TransformedEnv(counting_env(batch_size=[2]), VecNorm(in_keys=["observation", "reward"]))
+        check_env_specs(env)
+        assert env.rollout(3)["next", "observation"].isfinite().all()
+
+
+class TestVecNormV2:
+    def test_observation_centred_reward_scaled_only(self):
+        t = VecNormV2(in_keys=["observation", "reward"], decay=1.0)
+        td = TensorDict({"observation": torch.tensor([[1.0], [3.0]]), "reward": torch.tensor([[1.0], [3.0]])}, [2])
+        out = t(td)
+        assert torch.allclose(out["observation"].squeeze(-1), torch.tensor([-1.0, 1.0]), atol=1e-4)
+        assert (out["reward"] > 0).all()
+
+    def test_stateless_mode_rejected(self):
+        with pytest.raises(ValueError, match="VecNormV2 supports stateful=True only"):
+            VecNormV2(in_keys=["observation"], stateful=False)
+
+    def test_check_env_specs(self, counting_env):
+        check_env_specs(TransformedEnv(counting_env(), VecNormV2(in_keys=["observation", "reward"])))

@@ -1,0 +1,75 @@
+"""RewardClipping, RewardScaling, BinarizeReward."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_envs_core import check_env_specs
+from rl_specs import Binary, Bounded
+from rl_transforms import BinarizeReward, RewardClipping, RewardScaling, TransformedEnv
+
+
+def _reward(*values):
+    return TensorDict({"reward": torch.tensor(values)})
+
+
+class TestRewardClipping:
+    @pytest.mark.parametrize(
+        "low, high, expected", [(-1.0, 1.0, [1.0, -1.0, 0.5]), (None, 1.0, [1.0, -5.0, 0.5]), (0.0, None, [3.0, 0.0, 0.5])]
+    )
+    def test_clips(self, low, high, expected):
+        assert RewardClipping(low, high)(_reward(3.0, -5.0, 0.5))["reward"].tolist() == expected
+
+    def test_no_bound_raises(self):
+        with pytest.raises(ValueError, match="RewardClipping expected at least one of clamp_min"):
+            RewardClipping()
+
+    def test_swapped_bounds_raise(self):
+        with pytest.raises(ValueError, match="RewardClipping expected clamp_min <= clamp_max"):
+            RewardClipping(1.0, -1.0)
+
+    def test_spec_becomes_bounded(self, counting_env):
+        env = TransformedEnv(counting_env(), RewardClipping(-0.5, 0.5))
+        assert isinstance(env.reward_spec, Bounded)
+        assert env.rollout(2)["next", "reward"].max().item() == 0.5
+
+    def test_check_env_specs(self, counting_env):
+        check_env_specs(TransformedEnv(counting_env(), RewardClipping(0.0, 0.5)))
+
+
+class TestRewardScaling:
+    @pytest.mark.parametrize("standard_normal, expected", [(False, 5.0), (True, 0.5)])
+    def test_affine(self, standard_normal, expected):
+        t = RewardScaling(loc=1.0, scale=2.0, standard_normal=standard_normal)
+        assert t(_reward(2.0))["reward"].item() == expected
+
+    def test_zero_scale_raises(self):
+        with pytest.raises(ValueError, match="RewardScaling expected a non-zero scale"):
+            RewardScaling(0.0, 0.0)
+
+    def test_buffers_in_state_dict(self):
+        assert set(RewardScaling(0.0, 2.0).state_dict()) == {"loc", "scale"}
+
+    def test_check_env_specs(self, counting_env):
+        env = TransformedEnv(counting_env(), RewardScaling(1.0, 3.0))
+        assert env.rollout(1)["next", "reward"].item() == 4.0
+        check_env_specs(env)
+
+
+class TestBinarizeReward:
+    def test_binarizes(self):
+        out = BinarizeReward()(_reward(-1.0, 0.0, 2.0))["reward"]
+        assert out.tolist() == [0, 0, 1] and out.dtype == torch.int8
+
+    def test_out_keys(self):
+        out = BinarizeReward(out_keys=["binary"])(_reward(1.0))
+        assert out["binary"].item() == 1 and out["reward"].item() == 1.0
+
+    def test_spec_is_binary(self, counting_env):
+        env = TransformedEnv(counting_env(), BinarizeReward())
+        assert isinstance(env.reward_spec, Binary) and env.reward_spec.dtype == torch.int8
+
+    def test_check_env_specs(self, counting_env):
+        check_env_specs(TransformedEnv(counting_env(batch_size=[2]), BinarizeReward()))
