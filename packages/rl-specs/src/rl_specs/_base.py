@@ -147,6 +147,21 @@ def _expand_target(old: torch.Size, shape: Any, *, owner: str) -> torch.Size:  #
     return torch.Size(target)
 
 
+def _unbind_at(spec: Any, pos: int) -> tuple:  # Any: a TensorSpec (leaf or composite)
+    """``spec`` split along its dim ``pos`` (non-negative), by indexing.
+
+    Raises:
+        ValueError: if that dim is dynamic (``-1``).
+    """
+    if spec.shape[pos] == -1:
+        raise ValueError(
+            f"{type(spec).__name__}.unbind cannot split dynamic dim {pos} (size -1). "
+            "Make it concrete with spec.expand first."
+        )
+    lead = (slice(None),) * pos
+    return tuple(spec[(*lead, i)] for i in range(spec.shape[pos]))
+
+
 def _pos_dim(dim: int, ndim: int, *, owner: str) -> int:
     if not -ndim <= dim < ndim:
         raise IndexError(
@@ -502,13 +517,7 @@ class TensorSpec:
             raise ValueError(
                 f"{type(self).__name__}.unbind cannot split the event dim {dim}. Pick a batch dim."
             )
-        if self.shape[pos] == -1:
-            raise ValueError(
-                f"{type(self).__name__}.unbind cannot split dynamic dim {dim} (size -1). "
-                "Make it concrete with spec.expand first."
-            )
-        lead = (slice(None),) * pos
-        return tuple(self[(*lead, i)] for i in range(self.shape[pos]))
+        return _unbind_at(self, pos)
 
     # ------------------------------------------------------------------ devices, copies
     def to(self, dest: DeviceLike | torch.dtype) -> TensorSpec:

@@ -10,69 +10,11 @@ import torch
 
 from . import _one_hot
 from ._base import DeviceLike, ShapeLike, TensorSpec, _as_device, _as_dtype, _as_shape
+from ._masks import _check_mask, _check_n, _mask_allows, _MaskedCategories, _sample_masked
 from ._spaces import BoxList, CategoricalBox
 
 
-def _check_n(n: Any, *, owner: str, name: str = "n") -> int:  # Any: validated here
-    if isinstance(n, torch.Tensor) and n.numel() == 1:
-        n = n.item()
-    if isinstance(n, bool) or not isinstance(n, int):
-        raise TypeError(
-            f"{owner} expected {name} to be an int, got {n!r} of type {type(n).__name__}. "
-            f"Pass the number of categories, e.g. {name}=4."
-        )
-    if n <= 0:
-        raise ValueError(
-            f"{owner} expected {name} > 0 (the number of categories), got {name}={n}. "
-            "Pass a positive number of categories."
-        )
-    return n
-
-
-def _check_mask(
-    mask: torch.Tensor | None, shape: torch.Size, device: torch.device | None, *, owner: str
-) -> torch.Tensor | None:
-    """Validate a boolean mask and broadcast it to ``shape`` (None stays None)."""
-    if mask is None:
-        return None
-    mask = torch.as_tensor(mask, device=device)
-    if mask.dtype is not torch.bool:
-        raise TypeError(
-            f"{owner} expected a torch.bool mask, got dtype {mask.dtype}. Pass mask.bool()."
-        )
-    try:
-        return mask.expand(shape).clone()
-    except RuntimeError as err:
-        raise ValueError(
-            f"{owner} expected a mask of shape {tuple(shape)} (or broadcastable to it), got "
-            f"shape {tuple(mask.shape)}. Give one boolean per category."
-        ) from err
-
-
-def _sample_masked(mask: torch.Tensor, lead: torch.Size) -> torch.Tensor:
-    """Draw one allowed index per row of ``mask`` (last dim = categories), as int64.
-
-    Raises:
-        ValueError: if some row of the mask allows no category.
-    """
-    mask = mask.expand(*lead, *mask.shape)
-    flat = mask.reshape(-1, mask.shape[-1])
-    if flat.numel() and not bool(flat.any(-1).all()):
-        raise ValueError(
-            "Cannot sample from a mask that allows no category in some row. "
-            "Set at least one True per row with spec.update_mask(mask)."
-        )
-    if flat.shape[0] == 0:
-        return torch.zeros(mask.shape[:-1], dtype=torch.int64, device=mask.device)
-    return torch.multinomial(flat.float(), 1).reshape(mask.shape[:-1])
-
-
-def _mask_allows(mask: torch.Tensor, index: torch.Tensor) -> bool:
-    mask = mask.expand(*index.shape, mask.shape[-1])
-    return bool(mask.gather(-1, index.long().unsqueeze(-1)).all())
-
-
-class Categorical(TensorSpec):
+class Categorical(_MaskedCategories, TensorSpec):
     """A discrete tensor spec: integers in ``[0, n)``, optionally restricted by a mask.
 
     Args:
@@ -123,27 +65,8 @@ class Categorical(TensorSpec):
         self._num_values = n
         self.mask = _check_mask(mask, torch.Size((*shape, n)), device, owner=owner)
 
-    @property
-    def n(self) -> int:
-        """The number of categories."""
-        return self.space.n
-
-    def cardinality(self) -> int:
-        """The number of distinct values one element can take."""
-        return self.space.n
-
-    def update_mask(self, mask: torch.Tensor | None) -> None:
-        """Replace the mask (``None`` allows every category again).
-
-        Raises:
-            TypeError: if the mask is not boolean.
-            ValueError: if it does not broadcast to ``(*shape, n)``.
-        """
-        shape = torch.Size((*self.shape, self._num_values))
-        self.mask = _check_mask(mask, shape, self.device, owner=type(self).__name__)
-
-    def _tensor_attrs(self) -> dict[str, torch.Tensor]:
-        return {} if self.mask is None else {"mask": self.mask}
+    def _mask_shape(self) -> torch.Size:
+        return torch.Size((*self.shape, self._num_values))
 
     def _rebuild(
         self, shape: torch.Size, attrs: dict[str, torch.Tensor], **overrides: Any
@@ -213,9 +136,6 @@ class Categorical(TensorSpec):
         if use_mask and self.mask is not None:
             values = values[self.mask.reshape(-1, self._num_values).all(0)]
         return values.reshape(-1, *(1,) * self.ndim).expand(-1, *self.shape)
-
-    def _extra_eq(self, other: TensorSpec) -> bool:
-        return self.space == other.space and (self.mask is None) == (other.mask is None)
 
 
 class MultiCategorical(Categorical):
@@ -288,10 +208,6 @@ class MultiCategorical(Categorical):
 
     def _mask_shape(self) -> torch.Size:
         return torch.Size((*self.shape[:-1], sum(self._nvec_row)))
-
-    def update_mask(self, mask: torch.Tensor | None) -> None:
-        """Replace the mask (shape ``(*shape[:-1], sum(nvec))``; ``None`` clears it)."""
-        self.mask = _check_mask(mask, self._mask_shape(), self.device, owner=type(self).__name__)
 
     def cardinality(self) -> int:
         return math.prod(self._nvec_row)

@@ -18,6 +18,7 @@ from ._base import (
     _normalize_index,
     _pos_dim,
     _shape_after,
+    _unbind_at,
 )
 from ._composite_data import _CompositeDataMixin
 from ._keys import _CompositeKeysView, _split_key
@@ -177,12 +178,7 @@ class Composite(_CompositeDataMixin, TensorSpec):
         Args:
             recurse (bool, optional): lock the nested composites too. Defaults to ``True``.
         """
-        self._locked = True
-        if recurse is None or recurse:
-            for spec in self._specs.values():
-                if isinstance(spec, Composite):
-                    spec.lock_(recurse=True)
-        return self
+        return self._set_lock(True, recurse)
 
     def unlock_(self, recurse: bool | None = None) -> Composite:
         """Unlock the composite (and, by default, its nested composites).
@@ -190,11 +186,14 @@ class Composite(_CompositeDataMixin, TensorSpec):
         Args:
             recurse (bool, optional): unlock the nested composites too. Defaults to ``True``.
         """
-        self._locked = False
+        return self._set_lock(False, recurse)
+
+    def _set_lock(self, locked: bool, recurse: bool | None) -> Composite:
+        self._locked = locked
         if recurse is None or recurse:
             for spec in self._specs.values():
                 if isinstance(spec, Composite):
-                    spec.unlock_(recurse=True)
+                    spec._set_lock(locked, True)
         return self
 
     def _check_unlocked(self, what: str) -> None:
@@ -505,14 +504,7 @@ class Composite(_CompositeDataMixin, TensorSpec):
         Raises:
             ValueError: if the dim is dynamic (``-1``).
         """
-        pos = _pos_dim(dim, self.ndim, owner="Composite.unbind")
-        if self._shape[pos] == -1:
-            raise ValueError(
-                f"Composite.unbind cannot split dynamic dim {dim} (size -1). "
-                "Make it concrete with spec.expand first."
-            )
-        lead = (slice(None),) * pos
-        return tuple(self[(*lead, i)] for i in range(self._shape[pos]))
+        return _unbind_at(self, _pos_dim(dim, self.ndim, owner="Composite.unbind"))
 
     def to(self, dest: DeviceLike | torch.dtype) -> Composite:
         """Move every entry to a device (or cast every leaf to a dtype)."""

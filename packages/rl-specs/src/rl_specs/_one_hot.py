@@ -9,6 +9,7 @@ import torch
 
 from . import _categorical
 from ._base import DeviceLike, ShapeLike, TensorSpec, _as_device, _as_dtype, _as_shape
+from ._masks import _check_mask, _check_n, _MaskedCategories, _sample_masked
 from ._spaces import BoxList, CategoricalBox
 
 
@@ -35,7 +36,7 @@ def _masked_argmax(val: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor
     return scores.argmax(-1)
 
 
-class OneHot(TensorSpec):
+class OneHot(_MaskedCategories, TensorSpec):
     """A one-hot discrete tensor spec: the last dim (of size ``n``) holds exactly one 1.
 
     Args:
@@ -79,31 +80,16 @@ class OneHot(TensorSpec):
         mask: torch.Tensor | None = None,
     ) -> None:
         owner = type(self).__name__
-        n = _categorical._check_n(n, owner=owner)
+        n = _check_n(n, owner=owner)
         device = _as_device(device)
         shape = _one_hot_shape(shape, n, owner=owner)
         dtype = _as_dtype(dtype, torch.bool, owner=owner)
         super().__init__(shape, CategoricalBox(n), device, dtype, "discrete")
         self.use_register = use_register
-        self.mask = _categorical._check_mask(mask, shape, device, owner=owner)
+        self.mask = _check_mask(mask, shape, device, owner=owner)
 
-    @property
-    def n(self) -> int:
-        """The number of categories."""
-        return self.space.n
-
-    def cardinality(self) -> int:
-        """The number of distinct values one sample can take."""
-        return self.space.n
-
-    def update_mask(self, mask: torch.Tensor | None) -> None:
-        """Replace the mask (shape ``shape``; ``None`` allows every category again)."""
-        owner = type(self).__name__
-        self.mask = _categorical._check_mask(mask, self.shape, self.device, owner=owner)
-
-    def _tensor_attrs(self) -> dict[str, torch.Tensor]:
-        # the mask spans the one-hot dim: ops touch only its leading (batch) dims
-        return {} if self.mask is None else {"mask": self.mask}
+    def _mask_shape(self) -> torch.Size:
+        return self.shape
 
     def _rebuild(
         self, shape: torch.Size, attrs: dict[str, torch.Tensor], **overrides: Any
@@ -117,13 +103,10 @@ class OneHot(TensorSpec):
             mask=attrs.get("mask"),
         )
 
-    def _extra_eq(self, other: TensorSpec) -> bool:
-        return self.space == other.space and (self.mask is None) == (other.mask is None)
-
     def _indices(self, lead: torch.Size) -> torch.Tensor:
         if self.mask is None:
             return torch.randint(0, self.space.n, (*lead, *self.shape[:-1]), device=self.device)
-        return _categorical._sample_masked(self.mask, lead)
+        return _sample_masked(self.mask, lead)
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         full = self._full_shape(shape, "rand")
@@ -224,7 +207,7 @@ class MultiOneHot(OneHot):
     ) -> None:
         owner = type(self).__name__
         nvec = [
-            _categorical._check_n(int(n), owner=owner, name="every nvec entry")
+            _check_n(int(n), owner=owner, name="every nvec entry")
             for n in torch.as_tensor(nvec).reshape(-1).tolist()
         ]
         device = _as_device(device)
@@ -233,7 +216,7 @@ class MultiOneHot(OneHot):
         TensorSpec.__init__(self, shape, BoxList.from_nvec(nvec), device, dtype, "discrete")
         self.nvec = nvec
         self.use_register = use_register
-        self.mask = _categorical._check_mask(mask, shape, device, owner=owner)
+        self.mask = _check_mask(mask, shape, device, owner=owner)
 
     @property
     def n(self) -> int:
@@ -274,7 +257,7 @@ class MultiOneHot(OneHot):
             if mask is None:
                 idx = torch.randint(0, n, (*lead, *self.shape[:-1]), device=self.device)
             else:
-                idx = _categorical._sample_masked(mask, lead)
+                idx = _sample_masked(mask, lead)
             parts.append(torch.nn.functional.one_hot(idx, n))
         return torch.cat(parts, -1).to(self.dtype)
 

@@ -447,16 +447,10 @@ class StackedComposite(_StackMixin, Composite):
         """The members' device (read-only)."""
         return self._device
 
-    def lock_(self, recurse: bool | None = None) -> StackedComposite:
-        self._locked = True
+    def _set_lock(self, locked: bool, recurse: bool | None) -> StackedComposite:
+        self._locked = locked
         for member in self._specs:
-            member.lock_(recurse)
-        return self
-
-    def unlock_(self, recurse: bool | None = None) -> StackedComposite:
-        self._locked = False
-        for member in self._specs:
-            member.unlock_(recurse)
+            member._set_lock(locked, recurse)
         return self
 
     # ------------------------------------------------------------------ keys
