@@ -47,15 +47,15 @@ class TestStepCounter:
 
     @pytest.mark.parametrize("max_steps", [0, -3, 1.5])
     def test_bad_max_steps_raises(self, max_steps):
-        with pytest.raises(ValueError, match="StepCounter expected max_steps to be a positive int"):
+        with pytest.raises(ValueError, match=r"StepCounter expected max_steps to be a positive int"):
             StepCounter(max_steps=max_steps)
 
     def test_step_without_reset_raises(self):
-        with pytest.raises(KeyError, match="StepCounter expected 'step_count' in the step input"):
+        with pytest.raises(KeyError, match=r"StepCounter expected 'step_count' in the step input"):
             StepCounter()._step(TensorDict(), TensorDict())
 
     def test_forward_on_stored_data_raises(self):
-        with pytest.raises(RuntimeError, match="StepCounter counts steps of an environment"):
+        with pytest.raises(RuntimeError, match=r"StepCounter counts steps of an environment"):
             StepCounter()(TensorDict())
 
     def test_check_env_specs(self, counting_env):
@@ -92,15 +92,15 @@ class TestRewardSum:
         assert env.reset(td)["episode_reward"].squeeze(-1).tolist() == [0.0, 1.0]
 
     def test_missing_reward_key_raises(self, counting_env):
-        with pytest.raises(KeyError, match="RewardSum expected the reward 'bonus'"):
+        with pytest.raises(KeyError, match=r"RewardSum expected the reward 'bonus'"):
             TransformedEnv(counting_env(), RewardSum(in_keys=["bonus"]))
 
     def test_mismatched_keys_raise(self):
-        with pytest.raises(ValueError, match="RewardSum expected in_keys and out_keys of the same length"):
+        with pytest.raises(ValueError, match=r"RewardSum expected in_keys and out_keys of the same length"):
             RewardSum(in_keys=["a", "b"], out_keys=["c"])
 
     def test_forward_on_stored_data_raises(self):
-        with pytest.raises(RuntimeError, match="RewardSum accumulates rewards"):
+        with pytest.raises(RuntimeError, match=r"RewardSum accumulates rewards"):
             RewardSum()(TensorDict())
 
     def test_check_env_specs(self, counting_env):
@@ -121,7 +121,7 @@ class TestInitTracker:
         assert t.out_keys == ["first"]
 
     def test_forward_on_stored_data_raises(self):
-        with pytest.raises(RuntimeError, match="InitTracker marks the first step"):
+        with pytest.raises(RuntimeError, match=r"InitTracker marks the first step"):
             InitTracker()(TensorDict())
 
     def test_check_env_specs(self, counting_env):

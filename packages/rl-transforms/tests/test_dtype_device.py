@@ -32,7 +32,7 @@ class TestDTypeCastTransform:
         assert t.inv(TensorDict({"action": torch.zeros(1)}))["action"].dtype == torch.float64
 
     def test_bad_dtype_raises(self):
-        with pytest.raises(TypeError, match="DTypeCastTransform expected dtype_out to be a torch.dtype"):
+        with pytest.raises(TypeError, match=r"DTypeCastTransform expected dtype_out to be a torch.dtype"):
             DTypeCastTransform(torch.float64, "float")
 
     def test_env_keys_resolved_from_specs(self, continuous_env):

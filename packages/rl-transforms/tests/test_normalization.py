@@ -30,7 +30,7 @@ class TestObservationNorm:
         assert torch.allclose(t._inv_apply_transform(y), x)
 
     def test_uninitialized_raises(self):
-        with pytest.raises(RuntimeError, match="ObservationNorm has no loc/scale yet"):
+        with pytest.raises(RuntimeError, match=r"ObservationNorm has no loc/scale yet"):
             ObservationNorm()(_obs([1.0]))
 
     def test_init_stats_standardises(self, counting_env):
@@ -43,13 +43,13 @@ class TestObservationNorm:
         assert abs(values.std().item() - 1.0) < 0.2
 
     def test_init_stats_without_parent_raises(self):
-        with pytest.raises(RuntimeError, match="init_stats needs the transform in an env"):
+        with pytest.raises(RuntimeError, match=r"init_stats needs the transform in an env"):
             ObservationNorm().init_stats(3)
 
     def test_init_stats_with_several_keys_needs_key(self, counting_env):
         t = ObservationNorm(in_keys=["observation", "other"])
         TransformedEnv(counting_env(), t)
-        with pytest.raises(ValueError, match="needs key= when there are several in_keys"):
+        with pytest.raises(ValueError, match=r"needs key= when there are several in_keys"):
             t.init_stats(3)
 
     def test_bounded_spec_is_mapped(self, continuous_env):
@@ -111,7 +111,7 @@ class TestVecNorm:
         assert norm(_obs([[3.0]]))["observation"].item() == pytest.approx(1.0, abs=1e-4)
 
     def test_bad_decay_raises(self):
-        with pytest.raises(ValueError, match="VecNorm expected 0 < decay <= 1"):
+        with pytest.raises(ValueError, match=r"VecNorm expected 0 < decay <= 1"):
             VecNorm(decay=1.5)
 
     def test_check_env_specs(self, counting_env):
@@ -129,7 +129,7 @@ class TestVecNormV2:
         assert (out["reward"] > 0).all()
 
     def test_stateless_mode_rejected(self):
-        with pytest.raises(ValueError, match="VecNormV2 supports stateful=True only"):
+        with pytest.raises(ValueError, match=r"VecNormV2 supports stateful=True only"):
             VecNormV2(in_keys=["observation"], stateful=False)
 
     def test_check_env_specs(self, counting_env):

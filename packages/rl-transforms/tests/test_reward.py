@@ -23,11 +23,11 @@ class TestRewardClipping:
         assert RewardClipping(low, high)(_reward(3.0, -5.0, 0.5))["reward"].tolist() == expected
 
     def test_no_bound_raises(self):
-        with pytest.raises(ValueError, match="RewardClipping expected at least one of clamp_min"):
+        with pytest.raises(ValueError, match=r"RewardClipping expected at least one of clamp_min"):
             RewardClipping()
 
     def test_swapped_bounds_raise(self):
-        with pytest.raises(ValueError, match="RewardClipping expected clamp_min <= clamp_max"):
+        with pytest.raises(ValueError, match=r"RewardClipping expected clamp_min <= clamp_max"):
             RewardClipping(1.0, -1.0)
 
     def test_spec_becomes_bounded(self, counting_env):
@@ -46,7 +46,7 @@ class TestRewardScaling:
         assert t(_reward(2.0))["reward"].item() == expected
 
     def test_zero_scale_raises(self):
-        with pytest.raises(ValueError, match="RewardScaling expected a non-zero scale"):
+        with pytest.raises(ValueError, match=r"RewardScaling expected a non-zero scale"):
             RewardScaling(0.0, 0.0)
 
     def test_buffers_in_state_dict(self):
