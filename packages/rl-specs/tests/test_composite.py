@@ -280,6 +280,21 @@ class TestComposite:
         other["obs"] = Unbounded(shape=(4, 5))
         assert other != spec and spec != spec["obs"]
 
+    def test_clear_device(self):
+        spec = Composite(a=Composite(b=Unbounded()), device="cpu").clear_device_()
+        assert spec.device is None and spec["a"].device is None
+        assert spec["a", "b"].device == torch.device("cpu")
+
+    def test_cardinality(self):
+        spec = Composite(a=Categorical(3), b=Composite(c=OneHot(4)), d=None)
+        assert spec.cardinality() == 12
+        with pytest.raises(TypeError, match="no finite cardinality"):
+            make_spec().cardinality()
+
+    def test_contains_is_is_in(self):
+        spec = make_spec()
+        assert spec.contains(spec.rand()) and not spec.contains(TensorDict(batch_size=[4]))
+
     def test_repr_lists_entries(self):
         text = repr(make_spec())
         assert "reward:" in text and "shape=torch.Size([4])" in text

@@ -22,3 +22,9 @@ class TestSpaces:
         assert box != ContinuousBox(torch.zeros(2), torch.full((2,), 2.0))
         assert box != "box"
         assert Unbounded().space == ContinuousBox(float("-inf"), float("inf"))
+
+    def test_continuous_box_repr_is_compact(self):
+        assert "-1.0 (shape=(2, 3))" in repr(Bounded(-1.0, 1.0, shape=(2, 3)).space)
+        varying = repr(ContinuousBox(torch.arange(3.0), torch.arange(3.0) + 1))
+        assert "Tensor(shape=(3,), dtype=torch.float32)" in varying
+        assert repr(ContinuousBox(0.0, 1.0)) == "ContinuousBox(low=0.0, high=1.0)"

@@ -167,6 +167,38 @@ class Composite(_CompositeDataMixin, TensorSpec):
                     self._specs[key] = spec.to(device)
         self._device = device
 
+    def clear_device_(self) -> Composite:
+        """Drop the device constraint (entries keep theirs), here and in nested composites."""
+        self._device = None
+        for spec in self._specs.values():
+            if isinstance(spec, Composite):
+                spec.clear_device_()
+        return self
+
+    def cardinality(self) -> int:
+        """The number of distinct samples: the product of the leaves' cardinalities.
+
+        Raises:
+            TypeError: if a leaf has no finite cardinality (e.g. a continuous spec).
+
+        Examples:
+            >>> from rl_specs import Binary, Categorical
+            >>> Composite(a=Categorical(3), b=Binary(2)).cardinality()
+            12
+        """
+        total = 1
+        for key, spec in self.items(include_nested=True, leaves_only=True):
+            if spec is None:
+                continue
+            if not hasattr(spec, "cardinality"):
+                raise TypeError(
+                    f"Composite.cardinality needs discrete leaves, but {key!r} is a "
+                    f"{type(spec).__name__} with no finite cardinality. Exclude it first "
+                    "with spec.exclude(key)."
+                )
+            total *= spec.cardinality()
+        return total
+
     @property
     def is_locked(self) -> bool:
         """Whether the composite refuses modifications (see :meth:`lock_`)."""

@@ -24,6 +24,18 @@ class ContinuousBox:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def __repr__(self) -> str:
+        return f"ContinuousBox(low={_summary(self.low)}, high={_summary(self.high)})"
+
+
+def _summary(bound: torch.Tensor | float) -> str:
+    """A bound for a repr: its value when it is one number, else shape and dtype."""
+    if not isinstance(bound, torch.Tensor):
+        return repr(bound)
+    if bound.numel() and bool((bound == bound.reshape(-1)[0]).all()):
+        return f"{bound.reshape(-1)[0].item()!r} (shape={tuple(bound.shape)})"
+    return f"Tensor(shape={tuple(bound.shape)}, dtype={bound.dtype})"
+
 
 @dataclass(frozen=True)
 class CategoricalBox:
