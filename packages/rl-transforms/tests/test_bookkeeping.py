@@ -50,9 +50,9 @@ class TestStepCounter:
         with pytest.raises(ValueError, match=r"StepCounter expected max_steps to be a positive int"):
             StepCounter(max_steps=max_steps)
 
-    def test_step_without_reset_raises(self):
-        with pytest.raises(KeyError, match=r"StepCounter expected 'step_count' in the step input"):
-            StepCounter()._step(TensorDict(), TensorDict())
+    def test_step_without_count_starts_from_zero(self):
+        out = StepCounter()._step(TensorDict(), TensorDict({"done": torch.zeros(1, dtype=torch.bool)}))
+        assert out["step_count"].tolist() == [1]
 
     def test_forward_on_stored_data_raises(self):
         with pytest.raises(RuntimeError, match=r"StepCounter counts steps of an environment"):

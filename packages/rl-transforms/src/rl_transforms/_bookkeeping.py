@@ -120,11 +120,9 @@ class StepCounter(Transform):
         for count_key, truncated_key, done_key in self._plan():
             count = tensordict.get(count_key, None)
             if count is None:
-                raise KeyError(
-                    f"StepCounter expected {count_key!r} in the step input (written at reset), "
-                    f"but it is missing. Reset the env before stepping, or keep the entry "
-                    f"when building the step input."
-                )
+                like = next_tensordict.get(done_key, None)
+                shape = like.shape if like is not None else (*next_tensordict.batch_size, 1)
+                count = torch.zeros(shape, dtype=torch.int64, device=next_tensordict.device)
             count = count + 1
             next_tensordict.set(count_key, count)
             if max_steps is not None:
