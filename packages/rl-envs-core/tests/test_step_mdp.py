@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import TensorDict
+from tensordict import NonTensorData, TensorDict
 
 from rl_envs_core import step_mdp, terminated_or_truncated
 from rl_specs import Categorical, Composite
@@ -59,6 +59,17 @@ class TestStepMdp:
             assert key in out.keys()
         for key in absent:
             assert key not in out.keys()
+
+    def test_level_holding_only_excluded_entries_is_dropped(self):
+        data = TensorDict({"obs": torch.zeros(1), "empty": {},
+                           "next": {"obs": torch.ones(1), ("p0", "reward"): torch.ones(1)}}, [])
+        out = step_mdp(data, reward_keys=[("p0", "reward")])
+        assert set(out.keys()) == {"obs", "empty"}
+
+    def test_non_tensor_entries_are_carried(self):
+        data = _ted()
+        data["next", "fen"] = NonTensorData("board", batch_size=[2])
+        assert step_mdp(data)["fen"] == "board"
 
     def test_input_is_not_modified(self):
         data = _ted()

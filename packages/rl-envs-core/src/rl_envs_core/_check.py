@@ -8,7 +8,7 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.utils import is_non_tensor
 
-from rl_envs_core._step_mdp import as_tuple
+from rl_envs_core._step_mdp import as_tuple, leaf_keys
 from rl_envs_core._validation import shape_matches
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def _fmt(keys: set) -> list[str]:
 def _check_step(
     step: TensorDictBase, index: int, expected: dict, optional: set, where: str, check_dtype: bool
 ) -> None:
-    got = {as_tuple(k): k for k in step.keys(True, True)}
+    got = {as_tuple(k): k for k in leaf_keys(step)}
     missing = set(expected) - set(got) - optional
     extra = set(got) - set(expected)
     if missing or extra:

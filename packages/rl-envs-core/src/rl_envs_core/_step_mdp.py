@@ -34,6 +34,15 @@ def as_key_list(keys: NestedKey | Sequence[NestedKey] | None) -> list[NestedKey]
     return list(keys)
 
 
+def _is_leaf_class(cls: type) -> bool:
+    return not issubclass(cls, TensorDictBase) or bool(getattr(cls, "_is_non_tensor", False))
+
+
+def leaf_keys(td: TensorDictBase) -> list[NestedKey]:
+    """Every leaf key of ``td``, non-tensor entries (``NonTensorData``) included."""
+    return list(td.keys(True, True, is_leaf=_is_leaf_class))
+
+
 def _is_nested(value: object) -> bool:
     return isinstance(value, TensorDictBase) and not is_non_tensor(value)
 
@@ -59,7 +68,10 @@ def merge_levels(
             if _is_nested(value):
                 sub_root = root.get(key, None) if root is not None else None
                 sub_root = sub_root if _is_nested(sub_root) and full not in root_excluded else None
-                value = merge_levels(value, sub_root, next_excluded, root_excluded, full)
+                merged = merge_levels(value, sub_root, next_excluded, root_excluded, full)
+                if merged.is_empty() and not value.is_empty():
+                    continue  # only excluded entries lived there: drop the level
+                value = merged
             items[key] = value
     if root is not None:
         for key, value in root.items():
@@ -69,7 +81,10 @@ def merge_levels(
             if full in root_excluded:
                 continue
             if _is_nested(value):
-                value = merge_levels(None, value, next_excluded, root_excluded, full)
+                merged = merge_levels(None, value, next_excluded, root_excluded, full)
+                if merged.is_empty() and not value.is_empty():
+                    continue
+                value = merged
             items[key] = value
     like = nxt if nxt is not None else root
     return TensorDict(items, batch_size=like.batch_size, device=like.device)

@@ -15,7 +15,7 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.utils import is_non_tensor
 
-from rl_envs_core._step_mdp import as_tuple
+from rl_envs_core._step_mdp import as_tuple, leaf_keys
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
@@ -102,7 +102,7 @@ def check_step_output(env: EnvBase, tensordict: TensorDictBase, out: TensorDictB
         ValueError: an entry's shape does not match its spec.
     """
     declared = _declared(env)
-    got = {as_tuple(k): k for k in out.keys(True, True)}
+    got = {as_tuple(k): k for k in leaf_keys(out)}
     undeclared = sorted(str(got[k]) for k in got if k not in declared)
     if undeclared:
         raise KeyError(

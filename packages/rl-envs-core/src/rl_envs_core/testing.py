@@ -18,10 +18,11 @@ from collections.abc import Sequence
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import is_non_tensor
 
 from rl_envs_core._check import check_env_specs
 from rl_envs_core._env_base import DeviceType, EnvBase
-from rl_envs_core._step_mdp import as_tuple
+from rl_envs_core._step_mdp import as_tuple, leaf_keys
 from rl_specs import Categorical, Composite, Unbounded
 
 
@@ -91,15 +92,19 @@ class CountingEnv(EnvBase):
 
 
 def _leaf_tuples(td: TensorDictBase) -> set[tuple[str, ...]]:
-    return {as_tuple(k) for k in td.keys(True, True)}
+    return {as_tuple(k) for k in leaf_keys(td)}
 
 
 def assert_close_nan(a: TensorDictBase, b: TensorDictBase) -> None:
     """Assert two tensordicts are equal, treating ``nan == nan``."""
     assert _leaf_tuples(a) == _leaf_tuples(b)
-    for key in a.keys(True, True):
+    for key in leaf_keys(a):
         x, y = a.get(key), b.get(key)
-        assert torch.equal(x.isnan(), y.isnan()) if x.is_floating_point() else True, key
+        if is_non_tensor(x):
+            assert x.tolist() == y.tolist(), key
+            continue
+        if x.is_floating_point():
+            assert torch.equal(x.isnan(), y.isnan()), key
         assert torch.equal(torch.nan_to_num(x), torch.nan_to_num(y)), key
 
 
