@@ -40,6 +40,14 @@ def reset_result(result: Any) -> tuple[Any, Mapping]:
     return result, {}
 
 
+def seed_env(env: Any, seed: int | None) -> None:
+    """Seed through ``reset(seed=...)`` (gym >= 0.22, gymnasium) or the old ``seed()``."""
+    try:
+        env.reset(seed=seed)
+    except TypeError:
+        env.seed(seed)
+
+
 def autoreset_mode(env: Any) -> str:
     """Read a vector env's auto-reset mode (``NEXT_STEP`` when it does not declare one)."""
     mode = getattr(env, "metadata", {}).get("autoreset_mode", NEXT_STEP)

@@ -286,7 +286,7 @@ class GymWrapper(GymLikeEnv):
         return TensorDict(source, batch_size=self.batch_size, device=self.device)
 
     def _set_seed(self, seed: int | None) -> None:
-        self._env.reset(seed=seed)
+        _compat.seed_env(self._env, seed)
         self.__dict__["_pending_obs"] = None
         space = getattr(self._env, "action_space", None)
         if seed is not None and hasattr(space, "seed"):
