@@ -84,6 +84,18 @@ class TestPendulumEnv(EnvContract):
             out = env.step(_state(1.5, 7.99, 2.0))["next"]
             assert out["thdot"].item() == pytest.approx(bound)
 
+    @pytest.mark.parametrize("edit", ["in_place", "replaced"])
+    def test_params_edited_between_steps_are_used(self, edit):
+        env = PendulumEnv(seed=0)
+        td = _state(0.5, 0.0, 0.0)
+        before = env.step(td)["next", "thdot"].clone()
+        if edit == "in_place":
+            td["params", "g"].zero_()
+        else:
+            td["params", "g"] = torch.tensor(0.0)
+        after = env.step(td)["next", "thdot"]
+        assert before.item() > 0 and after.item() == 0.0
+
     def test_gen_params_defaults(self):
         params = PendulumEnv.gen_params()["params"]
         assert {k: params[k].item() for k in params.keys()} == pytest.approx(

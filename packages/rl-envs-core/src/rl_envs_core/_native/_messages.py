@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tensordict import TensorDictBase
+from tensordict import TensorDictBase, is_leaf_nontensor
 
 __all__ = ["entry_names"]
 
@@ -13,8 +13,8 @@ def entry_names(tensordict: TensorDictBase | None) -> str:
     Examples:
         >>> import torch
         >>> from tensordict import TensorDict
-        >>> entry_names(TensorDict({"b": torch.zeros(()), ("a", "x"): torch.zeros(())}))
-        '[a.x, b]'
+        >>> entry_names(TensorDict({"b": torch.zeros(()), ("a", "x"): torch.zeros(()), "s": "text"}))
+        '[a.x, b, s]'
         >>> entry_names(None)
         'no tensordict'
     """
@@ -22,6 +22,6 @@ def entry_names(tensordict: TensorDictBase | None) -> str:
         return "no tensordict"
     names = (
         key if isinstance(key, str) else ".".join(key)
-        for key in tensordict.keys(include_nested=True, leaves_only=True)
+        for key in tensordict.keys(include_nested=True, leaves_only=True, is_leaf=is_leaf_nontensor)
     )
     return "[" + ", ".join(sorted(names)) + "]"

@@ -75,6 +75,7 @@ class PendulumEnv(EnvBase):
 
     batch_locked = False
     rng: torch.Generator | None = None
+    _cached_constants: tuple[list[torch.Tensor], list[int], tuple[torch.Tensor, ...]] | None = None
 
     def __init__(
         self,
@@ -196,17 +197,16 @@ class PendulumEnv(EnvBase):
                 f"shape={list(action.shape)}. Use env.action_spec.rand() (or "
                 f"action.float().unsqueeze(-1)) to build a valid action."
             )
-        if th.ndim == 0 and th.device.type == "cpu":
-            # a single pendulum: python scalars make the arithmetic below cheaper
-            values = [value.item() for value in values]
-        max_speed, max_torque, dt, g, m, length = values
-        u = action.squeeze(-1).clamp(-max_torque, max_torque)
+        neg_max_torque, max_torque, neg_max_speed, max_speed, dt, gravity, torque = self._constants(
+            values, th.dtype
+        )
+        u = action.squeeze(-1).clamp(neg_max_torque, max_torque)
         # ((th + pi) mod 2pi) - pi keeps the angle cost in [0, pi^2]
         costs = (th + math.pi).remainder_(_TWO_PI).sub_(math.pi).square_()
         costs.addcmul_(thdot, thdot, value=0.1).addcmul_(u, u, value=0.001)
-        accel = th.sin().mul_(3 * g / (2 * length)).add_(u * (3.0 / (m * length**2)))
-        new_thdot = (thdot + accel.mul_(dt)).clamp_(-max_speed, max_speed)
-        new_th = th + new_thdot * dt
+        new_thdot = torch.addcmul(thdot, u, torque).addcmul_(th.sin(), gravity)
+        new_thdot.clamp_(neg_max_speed, max_speed)
+        new_th = torch.addcmul(th, new_thdot, dt)
         reward = costs.neg_().unsqueeze_(-1)
         return TensorDict(
             {
@@ -220,6 +220,32 @@ class PendulumEnv(EnvBase):
             },
             batch_size=tensordict.batch_size,
         )
+
+    def _constants(self, values: list[torch.Tensor], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """The per-step constants of the parameters ``values``, cached while they are unchanged.
+
+        Returns ``(-max_torque, max_torque, -max_speed, max_speed, dt, dt * 3g / 2l,
+        dt * 3 / ml^2)``. The cache holds the parameter tensors themselves (so their
+        identity cannot be reused) and their version counters (bumped by any in-place
+        edit), so new or edited parameters are always seen.
+        """
+        cached = self._cached_constants
+        if cached is not None:
+            source, versions, constants = cached
+            if all(a is b for a, b in zip(source, values)) and versions == [v._version for v in values]:
+                return constants
+        max_speed, max_torque, dt, g, m, length = (v.to(dtype) for v in values)
+        constants = (
+            -max_torque,
+            max_torque,
+            -max_speed,
+            max_speed,
+            dt,
+            dt * 3 * g / (2 * length),
+            dt * 3 / (m * length**2),
+        )
+        self._cached_constants = (values, [v._version for v in values], constants)
+        return constants
 
     def _set_seed(self, seed: int | None) -> None:
         self.rng = seeded_generator(seed, self.device)
