@@ -21,9 +21,7 @@ DOCUMENTED = {
     "ReplayBufferEnsemble", "SamplerEnsemble", "StorageEnsemble", "WriterEnsemble",
 }  # fmt: skip
 # Documented names this distribution does not implement (yet).
-NOT_IMPLEMENTED: set[str] = {
-    "FlatStorageCheckpointer", "H5StorageCheckpointer", "NestedStorageCheckpointer",
-}  # fmt: skip
+NOT_IMPLEMENTED: set[str] = set()
 
 OPTIONAL_BACKENDS = ("gymnasium", "gym", "envpool", "h5py", "chess", "dm_control", "pettingzoo", "vmas")
 

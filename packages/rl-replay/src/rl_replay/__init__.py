@@ -10,7 +10,10 @@ from rl_replay._tensordict_buffers import (
     TensorDictReplayBuffer,
 )
 from rl_replay.checkpointers import (
+    FlatStorageCheckpointer,
+    H5StorageCheckpointer,
     ListStorageCheckpointer,
+    NestedStorageCheckpointer,
     StorageCheckpointerBase,
     StorageEnsembleCheckpointer,
     TensorStorageCheckpointer,
@@ -43,11 +46,14 @@ from rl_replay.writers import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "FlatStorageCheckpointer",
+    "H5StorageCheckpointer",
     "ImmutableDatasetWriter",
     "LazyMemmapStorage",
     "LazyTensorStorage",
     "ListStorage",
     "ListStorageCheckpointer",
+    "NestedStorageCheckpointer",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
     "PrioritizedSliceSampler",

@@ -271,6 +271,9 @@ class TensorStorage(Storage):
     def _load_content(self, td: TensorDictBase | None, meta: dict[str, Any]) -> None:
         """Copy ``td`` into this storage (allocating it if needed) and set the length.
 
+        ``td`` holds either every row of the saved storage or only its first
+        (valid) rows; ``meta["shape"]`` is the saved storage shape.
+
         Raises:
             ValueError: if the content does not fit this storage.
         """
@@ -282,24 +285,34 @@ class TensorStorage(Storage):
         if td is None:
             self._empty()
             return
+        shape = torch.Size(meta["shape"])
         spec = None if meta["tree_spec"] is None else _pytree.treespec_loads(meta["tree_spec"])
+        rows = td.batch_size[0] if td.batch_dims else 0
+        if td.batch_size[1:] != shape[1:] or rows > shape[0]:
+            raise ValueError(
+                f"{type(self).__name__} checkpoint content of batch shape {tuple(td.batch_size)} does "
+                f"not fit its recorded shape {tuple(shape)}. The checkpoint is corrupt; dump it again."
+            )
         if self._storage is None:
-            self.max_size = td.batch_size.numel()
-            self._init_from(td, spec)
-        elif self._storage.batch_size != td.batch_size:
+            self.max_size = shape.numel()
+            self._init_from(td, spec, shape)
+        elif self._storage.batch_size != shape:
             raise ValueError(
                 f"{type(self).__name__} has shape {tuple(self.shape)} but the saved state has shape "
-                f"{tuple(td.batch_size)}. Load into a storage of the same capacity."
+                f"{tuple(shape)}. Load into a storage of the same capacity."
             )
         else:
             self._layout.match(td if spec is None else _rebuild(td, spec), td.batch_size)
         for dest, key in zip(self._layout.tensors, self._layout.keys, strict=True):
-            dest.copy_(td.get(key))
+            dest[:rows].copy_(td.get(key))
         self._len_value.fill_(meta["len"])
 
-    def _init_from(self, td: TensorDictBase, spec: Any) -> None:
-        flat = {key: self._allocate(key, t.shape, t.dtype) for key, t in td.items(True, True)}
-        self._adopt(TensorDict._new_unsafe(_nest(flat), batch_size=td.batch_size), spec)
+    def _init_from(self, td: TensorDictBase, spec: Any, shape: torch.Size) -> None:
+        flat = {
+            key: self._allocate(key, torch.Size([*shape, *t.shape[td.batch_dims :]]), t.dtype)
+            for key, t in td.items(True, True)
+        }
+        self._adopt(TensorDict._new_unsafe(_nest(flat), batch_size=shape), spec)
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()

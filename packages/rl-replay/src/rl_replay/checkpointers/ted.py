@@ -1,0 +1,252 @@
+"""Compact checkpointers for TED data: :class:`FlatStorageCheckpointer` and
+:class:`NestedStorageCheckpointer` (:class:`H5StorageCheckpointer` lives in ``h5.py``).
+
+In TED data, ``("next", key)`` of a step is ``key`` of the step after it, except
+where a trajectory ends.  The flat format keeps every root entry and, for each
+such duplicated key, only the ``"next"`` values that cannot be recovered from
+the following step (trajectory ends -- ``done_keys`` -- and any step whose
+``"next"`` value differs from its successor, e.g. the newest one).  Loading
+rebuilds ``("next", key)`` by shifting the root values one step and writing the
+saved ends back, so the round trip is exact even when the assumptions about the
+done state do not hold (they only cost space then).
+
+Steps follow each other along the storage's cursor dim (dim 0, time); a full
+storage wraps around.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import NestedKey
+
+from rl_replay.checkpointers._files import load_memmap_dir, read_json, write_json
+from rl_replay.checkpointers.base import StorageCheckpointerBase
+
+__all__ = ["DATA_DIR", "ENDS_DIR", "META_FILE", "FlatStorageCheckpointer", "NestedStorageCheckpointer"]
+
+META_FILE = "storage_metadata.json"
+DATA_DIR = "storage"
+ENDS_DIR = "ends"
+NEXT = "next"
+
+
+def _as_tuple(key: NestedKey) -> tuple[str, ...]:
+    return key if isinstance(key, tuple) else (key,)
+
+
+class FlatStorageCheckpointer(StorageCheckpointerBase):
+    """Saves the storage in a compact form, saving space on the TED format.
+
+    Args:
+        done_keys (list of NestedKey, optional): the entries under ``"next"`` that
+            end a trajectory. Defaults to ``["done", "terminated", "truncated"]``.
+        reward_keys (list of NestedKey, optional): entries that only exist under
+            ``"next"`` and are never deduplicated. Defaults to ``["reward"]``.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> from rl_replay import FlatStorageCheckpointer, LazyTensorStorage
+        >>> obs = torch.arange(6.0)
+        >>> done = torch.tensor([False, False, True, False, False, False]).unsqueeze(-1)
+        >>> data = TensorDict({"obs": obs, "next": {"obs": obs + 1, "done": done}}, [6])
+        >>> storage = LazyTensorStorage(10)
+        >>> storage.checkpointer = FlatStorageCheckpointer()
+        >>> storage.set(torch.arange(6), data)
+        >>> path = tempfile.mkdtemp()
+        >>> storage.dumps(path)
+        >>> restored = LazyTensorStorage(10)
+        >>> restored.checkpointer = FlatStorageCheckpointer()
+        >>> restored.loads(path)
+        >>> restored.get(torch.arange(6))["next", "obs"].tolist()
+        [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    """
+
+    def __init__(self, done_keys: list[NestedKey] | None = None, reward_keys: list[NestedKey] | None = None) -> None:
+        self.done_keys = [_as_tuple(k) for k in (done_keys or ["done", "terminated", "truncated"])]
+        self.reward_keys = [_as_tuple(k) for k in (reward_keys or ["reward"])]
+
+    # ------------------------------------------------------------ format
+    def _compress(self, storage: Any) -> tuple[TensorDictBase, TensorDictBase, dict[str, Any]]:  # Any: TensorStorage
+        meta = storage._metadata()
+        rows = storage._len_along_dim0
+        data = storage._storage[:rows]
+        full = rows == storage.shape[0]
+        dup = self._duplicated_keys(data)
+        ends: dict[str, torch.Tensor] = {}
+        stop = self._trajectory_ends(data, rows, full)
+        for number, key in enumerate(dup):
+            current, following = data.get(key), data.get((NEXT, *key))
+            successor = torch.roll(current, -1, dims=0)
+            differs = (following != successor).reshape(*data.batch_size, -1).any(-1)
+            positions = (differs | stop).reshape(-1).nonzero().squeeze(-1)
+            ends[f"{number}_index"] = positions
+            ends[f"{number}_value"] = following.reshape(-1, *following.shape[data.batch_dims :])[positions]
+        kept = data.exclude(*[(NEXT, *key) for key in dup])
+        meta.update(format="flat", duplicated=[list(key) for key in dup], full=full)
+        return kept, TensorDict(ends, batch_size=[]), meta
+
+    def _duplicated_keys(self, data: TensorDictBase) -> list[tuple[str, ...]]:
+        if NEXT not in data.keys():
+            return []
+        root = {_as_tuple(k) for k in data.keys(True, True) if _as_tuple(k)[0] != NEXT}
+        skip = set(self.done_keys) | set(self.reward_keys)
+        out = []
+        for key in data.get(NEXT).keys(True, True):
+            key = _as_tuple(key)
+            if key in skip or key not in root:
+                continue
+            current, following = data.get(key), data.get((NEXT, *key))
+            if current.shape == following.shape and current.dtype == following.dtype:
+                out.append(key)
+        return out
+
+    def _trajectory_ends(self, data: TensorDictBase, rows: int, full: bool) -> torch.Tensor:
+        stop = torch.zeros(data.batch_size, dtype=torch.bool)
+        for key in self.done_keys:
+            if (NEXT, *key) in data.keys(True):
+                flag = data.get((NEXT, *key))
+                stop |= flag.reshape(*data.batch_size, -1).any(-1)
+        if rows and not full:
+            stop[-1] = True  # the newest row has no successor
+        return stop
+
+    def _decompress(self, kept: TensorDictBase, ends: TensorDictBase, meta: dict[str, Any]) -> TensorDictBase:
+        data = kept.to_tensordict() if hasattr(kept, "to_tensordict") else kept.clone()
+        for number, key in enumerate(meta["duplicated"]):
+            key = tuple(key)
+            following = torch.roll(data.get(key), -1, dims=0).clone()
+            flat = following.view(-1, *following.shape[data.batch_dims :])
+            flat[ends.get(f"{number}_index")] = ends.get(f"{number}_value")
+            data.set((NEXT, *key), following)
+        return data
+
+    # ------------------------------------------------------------ files
+    def dumps(self, storage: Any, path: str | Path) -> None:  # Any: a TensorStorage
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        if storage._storage is None:
+            write_json(path / META_FILE, storage._metadata())
+            return
+        kept, ends, meta = self._compress(storage)
+        self._write(kept, ends, path)
+        write_json(path / META_FILE, meta)
+
+    def _write(self, kept: TensorDictBase, ends: TensorDictBase, path: Path) -> None:
+        kept.memmap(path / DATA_DIR, num_threads=0, copy_existing=True)
+        ends.memmap(path / ENDS_DIR, num_threads=0)
+
+    def _read(self, path: Path, owner: str) -> tuple[TensorDictBase, TensorDictBase]:
+        return load_memmap_dir(path / DATA_DIR, owner), load_memmap_dir(path / ENDS_DIR, owner)
+
+    def loads(self, storage: Any, path: str | Path) -> None:  # Any: a TensorStorage
+        """Restore ``storage`` from ``path``.
+
+        Raises:
+            FileNotFoundError: if a file is missing.
+            ValueError: if a file is truncated or was written in another format.
+        """
+        path = Path(path)
+        owner = type(storage).__name__
+        meta = read_json(path / META_FILE, owner)
+        if not meta.get("initialized", False):
+            storage._load_content(None, meta)
+            return
+        if meta.get("format") != self._format:
+            raise ValueError(
+                f"{type(self).__name__} expected a {self._format!r} checkpoint in {path / META_FILE}, found "
+                f"format {meta.get('format')!r}. Load it with the checkpointer that wrote it."
+            )
+        kept, ends = self._read(path, owner)
+        storage._load_content(self._decompress(kept, ends, meta), meta)
+
+    _format = "flat"
+
+
+class NestedStorageCheckpointer(FlatStorageCheckpointer):
+    """Saves the storage in a compact form, saving space on the TED format and using memory-mapped nested tensors.
+
+    The flat format (see :class:`FlatStorageCheckpointer`) is saved as nested
+    tensors: along each environment column of the storage, every item of the
+    nested dim is one trajectory (cut after each done step), which makes the
+    trajectories apparent on disk.
+
+    Args:
+        done_keys (list of NestedKey, optional): see :class:`FlatStorageCheckpointer`.
+        reward_keys (list of NestedKey, optional): see :class:`FlatStorageCheckpointer`.
+        **kwargs: accepted for API compatibility.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> from rl_replay import LazyMemmapStorage, NestedStorageCheckpointer
+        >>> obs = torch.arange(5.0)
+        >>> done = torch.tensor([False, True, False, False, True]).unsqueeze(-1)
+        >>> storage = LazyMemmapStorage(8)
+        >>> storage.checkpointer = NestedStorageCheckpointer()
+        >>> storage.set(torch.arange(5), TensorDict({"obs": obs, "next": {"obs": obs + 1, "done": done}}, [5]))
+        >>> path = tempfile.mkdtemp()
+        >>> storage.dumps(path)
+        >>> restored = LazyMemmapStorage(8)
+        >>> restored.checkpointer = NestedStorageCheckpointer()
+        >>> restored.loads(path)
+        >>> restored.get(torch.arange(5))["next", "obs"].tolist()
+        [1.0, 2.0, 3.0, 4.0, 5.0]
+    """
+
+    _format = "nested"
+
+    def __init__(
+        self,
+        done_keys: list[NestedKey] | None = None,
+        reward_keys: list[NestedKey] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        # kwargs: accepted for API compatibility (TorchRL forwards them to its TED converter).
+        super().__init__(done_keys, reward_keys)
+
+    def _compress(self, storage: Any) -> tuple[TensorDictBase, TensorDictBase, dict[str, Any]]:
+        kept, ends, meta = super()._compress(storage)
+        rows = kept.batch_size[0]
+        stop = self._trajectory_ends(storage._storage[:rows], rows, meta["full"])
+        # one column per environment: [rows, *B] -> [B_flat, rows]; cut after every end
+        columns = stop.reshape(rows, -1).T
+        lengths = []
+        for column in columns:
+            cuts = (column.nonzero().squeeze(-1) + 1).tolist()
+            bounds = [0, *[c for c in cuts if c < rows], rows]
+            lengths.append([b - a for a, b in itertools.pairwise(bounds)])
+        meta.update(format="nested", lengths=lengths)
+        nested = {}
+        for key, tensor in kept.items(True, True):
+            per_column = tensor.reshape(rows, -1, *tensor.shape[kept.batch_dims :]).transpose(0, 1)
+            pieces = [
+                piece
+                for column, sizes in zip(per_column, lengths, strict=True)
+                for piece in column.split(sizes)
+            ]
+            nested[key] = torch.nested.nested_tensor(pieces)
+        count = sum(len(sizes) for sizes in lengths)
+        return TensorDict(nested, batch_size=[count]), ends, meta
+
+    def _decompress(self, kept: TensorDictBase, ends: TensorDictBase, meta: dict[str, Any]) -> TensorDictBase:
+        lengths = meta["lengths"]
+        shape = torch.Size(meta["shape"])
+        rows = sum(lengths[0]) if lengths else 0
+        batch = torch.Size([rows, *shape[1:]])
+        flat = {}
+        for key, tensor in kept.items(True, True):
+            pieces = list(tensor.unbind(0))
+            columns, start = [], 0
+            for sizes in lengths:
+                columns.append(torch.cat(pieces[start : start + len(sizes)]))
+                start += len(sizes)
+            stacked = torch.stack(columns, 1)  # [rows, B_flat, *tail]
+            flat[key] = stacked.reshape(*batch, *stacked.shape[2:])
+        data = TensorDict(flat, batch_size=batch)
+        return super()._decompress(data, ends, meta)
