@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -109,6 +112,12 @@ class TestTensorSpec:
         assert spec.cpu() == spec.to("cpu")
         assert spec != spec.unsqueeze(0)
         assert spec != "not a spec"
+
+    @leaf_params
+    def test_pickle_and_deepcopy(self, make):
+        spec = make()
+        assert pickle.loads(pickle.dumps(spec)) == spec
+        assert copy.deepcopy(spec) == spec
 
     @leaf_params
     def test_encode_numpy_and_to_numpy(self, make):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import torch
@@ -294,6 +296,11 @@ class TestComposite:
     def test_contains_is_is_in(self):
         spec = make_spec()
         assert spec.contains(spec.rand()) and not spec.contains(TensorDict(batch_size=[4]))
+
+    def test_pickle_keeps_lock(self):
+        spec = make_spec().lock_()
+        restored = pickle.loads(pickle.dumps(spec))
+        assert restored == spec and restored.is_locked
 
     def test_repr_lists_entries(self):
         text = repr(make_spec())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict
@@ -258,6 +260,12 @@ class TestStackedComposite:
         assert stacked.clone() == stacked
         assert stacked.to("cpu")[0].device == torch.device("cpu")
         assert "StackedComposite(" in repr(stacked)
+
+    def test_pickle(self):
+        stacked = torch.stack(hetero_composites())
+        assert pickle.loads(pickle.dumps(stacked)) == stacked
+        leaves = torch.stack([Unbounded(shape=(2,)), Unbounded(shape=(3,))])
+        assert pickle.loads(pickle.dumps(leaves)) == leaves
 
     def test_assert_is_in(self):
         stacked = torch.stack(hetero_composites())
