@@ -335,7 +335,7 @@ class TestParallelEnv(BatchedBehaviour):
             ParallelEnv(1, local_factory, mp_start_method="spawn")
 
     def test_spawn_start_method_runs(self):
-        with ParallelEnv(2, partial(CountingEnv, max_steps=2), mp_start_method="spawn") as env:
+        with ParallelEnv(1, partial(CountingEnv, max_steps=2), mp_start_method="spawn") as env:
             assert env.mp_start_method == "spawn"
             obs = env.rollout(3, break_when_any_done=False)["next", "observation"]
         assert obs[0].squeeze(-1).tolist() == [1.0, 2.0, 1.0]

@@ -110,17 +110,20 @@ class AsyncEnvPool(EnvBase):
         self.__dict__["_busy"] = {}
         metas = self._launch(makers, kwargs)
         try:
-            sub_batch = check_sub_batch(type(self).__name__, metas)
-            specs, lazy = stack_specs(metas)
-            if lazy and stack == "dense":
-                raise ValueError(
-                    "AsyncEnvPool(stack='dense') needs sub-envs with matching specs, but "
-                    "their specs differ. Pass stack='lazy' or stack='maybe_dense'."
-                )
-        except ValueError:
+            self._setup(metas, backend, stack)
+        except BaseException:
             self._shutdown()
             raise
-        super().__init__(device=metas[0].device, batch_size=torch.Size([n, *sub_batch]))
+
+    def _setup(self, metas: list[EnvMetaData], backend: str, stack: str) -> None:
+        sub_batch = check_sub_batch(type(self).__name__, metas)
+        specs, lazy = stack_specs(metas)
+        if lazy and stack == "dense":
+            raise ValueError(
+                "AsyncEnvPool(stack='dense') needs sub-envs with matching specs, but "
+                "their specs differ. Pass stack='lazy' or stack='maybe_dense'."
+            )
+        super().__init__(device=metas[0].device, batch_size=torch.Size([len(metas), *sub_batch]))
         self.backend = backend
         self.stack = stack
         self.__dict__["_lazy"] = stack == "lazy" or lazy

@@ -138,13 +138,13 @@ class BatchedEnvBase(EnvBase):
         metas = self._start_and_collect()
         try:
             sub_batch = check_sub_batch(type(self).__name__, metas)
-        except ValueError:
+            if device is None:
+                device = metas[0].device
+            super().__init__(device=device, batch_size=torch.Size([num_workers, *sub_batch]))
+            self._set_specs(metas)
+        except BaseException:
             self.close()
             raise
-        if device is None:
-            device = metas[0].device
-        super().__init__(device=device, batch_size=torch.Size([num_workers, *sub_batch]))
-        self._set_specs(metas)
 
     # ------------------------------------------------------------------ subclass hooks
     def _launch(self) -> list[EnvMetaData]:
@@ -185,7 +185,6 @@ class BatchedEnvBase(EnvBase):
         if use is None:
             use = not (lazy or dynamic)
         elif use and (lazy or dynamic):
-            self._shutdown()
             raise ValueError(
                 f"{type(self).__name__}(use_buffers=True) needs static, stackable specs, but "
                 f"the sub-envs have {'heterogeneous' if lazy else 'dynamic (-1)'} specs. Pass "

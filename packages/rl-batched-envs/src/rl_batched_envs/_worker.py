@@ -256,13 +256,13 @@ class WorkerPool:
                     msg = conn.recv_bytes()
                 except (EOFError, OSError):
                     self._died(w, command)
-                if msg[:1] == ERR and error is None:
-                    error = decode_exception(msg[1:], self.owner, w, command)
+                if msg[:1] == ERR and (error is None or w < error[0]):
+                    error = (w, msg[1:])
                 replies[w] = msg[1:]
                 del waiting[conn]
                 del waiting[procs[w].sentinel]
-        if error is not None:
-            raise error
+        if error is not None:  # the lowest failing worker, whatever the arrival order
+            raise decode_exception(error[1], self.owner, error[0], command)
         return replies
 
     def _died(self, worker: int, command: str) -> None:

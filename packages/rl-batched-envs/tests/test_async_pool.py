@@ -1,0 +1,177 @@
+"""AsyncEnvPool with the threading and multiprocessing backends."""
+
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+import torch
+from tensordict import LazyStackedTensorDict
+
+from rl_batched_envs import AsyncEnvPool, ProcessorAsyncEnvPool, ThreadingAsyncEnvPool
+from rl_envs_core import PendulumEnv, check_env_specs
+from rl_envs_core.testing import CountingEnv
+from rl_specs import Composite, Unbounded
+
+BACKENDS = ["threading", "multiprocessing"]
+
+
+class WideEnv(CountingEnv):
+    """A counting env with a 3-element observation and an extra entry."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.observation_spec = Composite(
+            observation=Unbounded(shape=(3,)), extra=Unbounded(shape=(2,))
+        )
+
+    def _output(self, done):
+        out = super()._output(done)
+        out.set("observation", out.get("observation").expand(3).clone())
+        out.set("extra", torch.zeros(2))
+        return out
+
+
+class BrokenEnv(CountingEnv):
+    def _step(self, tensordict):
+        raise ArithmeticError("broken step")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request):
+    return request.param
+
+
+class TestAsyncEnvPool:
+    @pytest.mark.parametrize(
+        ("backend_name", "cls"),
+        [("threading", ThreadingAsyncEnvPool), ("multiprocessing", ProcessorAsyncEnvPool)],
+    )
+    def test_backend_selects_the_implementation(self, backend_name, cls):
+        env = AsyncEnvPool([CountingEnv], backend=backend_name)
+        assert type(env) is cls and env.backend == backend_name
+        env.close()
+
+    def test_sync_reset_step_and_check_env_specs(self, backend):
+        env = AsyncEnvPool([partial(CountingEnv, max_steps=3)] * 3, backend=backend)
+        assert env.batch_size == torch.Size([3])
+        check_env_specs(env)
+        data = env.rollout(4, break_when_any_done=False)
+        assert data["next", "observation"][:, -1].squeeze(-1).tolist() == [1.0, 1.0, 1.0]
+        env.close()
+
+    def test_pendulum_rand_step(self, backend):
+        env = AsyncEnvPool([PendulumEnv, PendulumEnv], backend=backend)
+        env.set_seed(0)
+        out = env.rand_step(env.reset())
+        assert out["next", "reward"].shape == torch.Size([2, 1])
+        env.close()
+
+    def test_async_step_with_env_index_entry(self, backend):
+        env = AsyncEnvPool([CountingEnv, CountingEnv], backend=backend)
+        s = env.rand_step(env.reset())
+        s0 = env._step_mdp(s)[0]
+        s0["env_index"] = 0
+        env.async_step_send(s0)
+        result = env.async_step_recv()
+        assert result["env_index"].tolist() == [0]
+        assert result["next", "observation"].tolist() == [[2.0]]
+        env.close()
+
+    def test_async_step_of_several_envs_with_min_get(self, backend):
+        env = AsyncEnvPool([CountingEnv] * 3, backend=backend)
+        td = env.rand_action(env.reset())
+        env.async_step_send(td[[0, 2]], env_index=[0, 2])
+        out = env.async_step_recv(min_get=2)
+        assert sorted(out["env_index"].tolist()) == [0, 2]
+        with pytest.raises(RuntimeError, match="Send them first"):
+            env.async_step_recv()
+        env.close()
+
+    def test_async_reset_send_and_recv(self, backend):
+        env = AsyncEnvPool([CountingEnv] * 2, backend=backend)
+        env.async_reset_send()
+        out = env.async_reset_recv(min_get=2)
+        assert out["env_index"].tolist() == [0, 1]
+        assert out["observation"].tolist() == [[0.0], [0.0]]
+        env.close()
+
+    def test_busy_env_refuses_a_second_command(self, backend):
+        env = AsyncEnvPool([CountingEnv], backend=backend)
+        td = env.rand_action(env.reset())[0]
+        env.async_step_send(td, env_index=0)
+        with pytest.raises(RuntimeError, match="still running a step"):
+            env.async_step_send(td, env_index=0)
+        env.async_step_recv()
+        env.close()
+
+    @pytest.mark.parametrize(
+        ("env_index", "error", "match"),
+        [(None, KeyError, "env_index"), (5, ValueError, r"\[0, 1\)")],
+    )
+    def test_bad_env_index_raises(self, env_index, error, match):
+        env = AsyncEnvPool([CountingEnv])
+        td = env.rand_action(env.reset())[0]
+        with pytest.raises(error, match=match):
+            env.async_step_send(td, env_index=env_index)
+        env.close()
+
+    @pytest.mark.parametrize("stack", ["lazy", "maybe_dense"])
+    def test_different_specs_give_lazy_stacks(self, backend, stack):
+        env = AsyncEnvPool(
+            [WideEnv, partial(CountingEnv, max_steps=4)], stack=stack, backend=backend
+        )
+        reset = env.reset()
+        assert isinstance(reset, LazyStackedTensorDict)
+        s = env.rand_step(reset)
+        assert s[0]["next", "observation"].tolist() == [1.0, 1.0, 1.0]
+        assert s[1]["next", "observation"].tolist() == [1.0]
+        env.close()
+
+    def test_dense_stack_with_different_specs_raises(self):
+        with pytest.raises(ValueError, match="stack='lazy'"):
+            AsyncEnvPool([WideEnv, CountingEnv], stack="dense")
+
+    def test_lazy_stack_of_same_specs(self):
+        env = AsyncEnvPool([CountingEnv] * 2, stack="lazy")
+        assert isinstance(env.reset(), LazyStackedTensorDict)
+        env.close()
+
+    @pytest.mark.parametrize(
+        ("kwargs", "match"),
+        [({"backend": "asyncio-ish"}, "backend must be"), ({"stack": "tall"}, "stack must be")],
+    )
+    def test_bad_options_raise(self, kwargs, match):
+        with pytest.raises(ValueError, match=match):
+            AsyncEnvPool([CountingEnv], **kwargs)
+
+    def test_worker_error_propagates_with_env_index(self, backend):
+        env = AsyncEnvPool([CountingEnv, BrokenEnv], backend=backend)
+        with pytest.raises(ArithmeticError, match="broken step") as info:
+            env.rand_step(env.reset())
+        assert "1" in "".join(info.value.__notes__)
+        env.close()
+
+    def test_seed_example_runs(self, backend):
+        # the documented example, with native envs in place of gym's (whose action
+        # specs are of one class: rl-specs cannot stack Bounded with Categorical yet)
+        env = AsyncEnvPool([CountingEnv, WideEnv], stack="lazy", backend=backend)
+        reset = env.reset()
+        s = env.rand_step(reset)
+        s0 = s[0]
+        s0["action"] = torch.ones(1, dtype=torch.int64)
+        s0["env_index"] = 0
+        env.async_step_send(s0)
+        s0_result = env.async_step_recv()
+        assert s0_result["env_index"].tolist() == [0]
+        assert "next" in s0_result.keys()
+        env.close()
+
+    def test_create_env_kwargs_per_env(self):
+        env = AsyncEnvPool(
+            [CountingEnv, CountingEnv], create_env_kwargs=[{"max_steps": 1}, {"max_steps": 2}]
+        )
+        assert env.rand_step(env.reset())["next", "done"].squeeze(-1).tolist() == [True, False]
+        env.close()
+        with pytest.raises(ValueError, match="one dict per env maker"):
+            AsyncEnvPool([CountingEnv], create_env_kwargs=[{}, {}])

@@ -1,0 +1,159 @@
+"""ParallelEnv reliability: worker errors, deaths, hangs, and clean teardown."""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import threading
+import time
+
+import pytest
+import torch
+
+from rl_batched_envs import ParallelEnv
+from rl_batched_envs._errors import (
+    RemoteTraceback,
+    WorkerDiedError,
+    decode_exception,
+    encode_exception,
+)
+from rl_batched_envs._parallel import DEFAULT_TIMEOUT
+from rl_envs_core.testing import CountingEnv
+
+
+class FailingEnv(CountingEnv):
+    """Raises in ``_step`` or ``_reset`` when its ``fail_on`` says so."""
+
+    def __init__(self, fail_on: str = "", **kwargs):
+        super().__init__(**kwargs)
+        self.fail_on = fail_on
+
+    def _step(self, tensordict):
+        if self.fail_on == "step":
+            return 1 / 0
+        return super()._step(tensordict)
+
+    def _reset(self, tensordict=None, **kwargs):
+        if self.fail_on == "reset":
+            raise LookupError("no reset for you")
+        return super()._reset(tensordict)
+
+
+class SleepyEnv(CountingEnv):
+    """Sleeps ``delay`` seconds in ``_step``."""
+
+    def __init__(self, delay: float = 0.0, **kwargs):
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def _step(self, tensordict):
+        time.sleep(self.delay)
+        return super()._step(tensordict)
+
+
+def _gone(pid: int) -> bool:
+    return not os.path.exists(f"/proc/{pid}")
+
+
+class TestParallelEnvFailures:
+    def test_step_error_keeps_type_worker_index_and_traceback(self):
+        env = ParallelEnv(2, FailingEnv, [{}, {"fail_on": "step"}])
+        td = env.reset()
+        with pytest.raises(ZeroDivisionError) as info:
+            env.rand_step(td)
+        notes = "".join(info.value.__notes__)
+        assert "ParallelEnv worker 1" in notes and "'step'" in notes
+        assert isinstance(info.value.__cause__, RemoteTraceback)
+        assert "return 1 / 0" in info.value.__cause__.text
+        assert env.reset()["observation"].shape == torch.Size([2, 1])  # still usable
+        env.close()
+
+    def test_reset_error_keeps_type(self):
+        with ParallelEnv(2, FailingEnv, {"fail_on": "reset"}) as env:
+            with pytest.raises(LookupError, match="no reset for you") as info:
+                env.reset()
+            assert "worker 0" in "".join(info.value.__notes__)
+
+    def test_factory_error_at_start_is_raised_and_cleans_up(self):
+        def factory():
+            raise OSError("cannot build")
+
+        with pytest.raises(OSError, match="cannot build"):
+            ParallelEnv(2, factory)
+
+    def test_killed_worker_raises_typed_error_within_two_seconds(self):
+        env = ParallelEnv(2, SleepyEnv, [{}, {"delay": 10.0}])
+        td = env.rand_action(env.reset())
+        pids = env.worker_pids()
+        threading.Timer(0.3, os.kill, (pids[1], signal.SIGKILL)).start()
+        start = time.monotonic()
+        with pytest.raises(WorkerDiedError, match=r"worker 1 was killed by signal SIGKILL") as info:
+            env.step(td)
+        assert time.monotonic() - start < 2.3
+        assert info.value.worker == 1 and info.value.exitcode == -signal.SIGKILL
+        assert info.value.command == "step"
+        assert "'step'" in str(info.value)
+        assert env.is_closed
+        assert all(_gone(pid) for pid in pids)
+        env.close()
+
+    def test_worker_killed_while_idle_is_reported_on_next_command(self):
+        env = ParallelEnv(2, CountingEnv)
+        pid = env.worker_pids()[0]
+        os.kill(pid, signal.SIGKILL)
+        time.sleep(0.1)
+        with pytest.raises(WorkerDiedError, match="worker 0"):
+            env.rand_step(env.reset())
+        env.close()
+
+    def test_hung_worker_hits_timeout(self):
+        env = ParallelEnv(2, SleepyEnv, [{}, {"delay": 30.0}], timeout=0.5)
+        td = env.rand_action(env.reset())
+        pids = env.worker_pids()
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"workers \[1\] did not answer 'step' within 0.5"):
+            env.step(td)
+        assert time.monotonic() - start < 3.0
+        assert all(_gone(pid) for pid in pids)
+        env.close()
+
+    def test_default_timeout_is_documented_value(self):
+        with ParallelEnv(1, CountingEnv) as env:
+            assert env._timeout == DEFAULT_TIMEOUT == 120.0
+
+    def test_close_stops_workers(self):
+        env = ParallelEnv(3, CountingEnv)
+        pids = env.worker_pids()
+        env.close()
+        assert env.worker_pids() == []
+        assert all(_gone(pid) for pid in pids)
+
+    def test_garbage_collection_of_unclosed_env_stops_workers(self):
+        env = ParallelEnv(2, CountingEnv)
+        env.rand_step(env.reset())
+        pids = env.worker_pids()
+        del env
+        gc.collect()
+        assert all(_gone(pid) for pid in pids)
+
+    def test_context_manager_closes(self):
+        with ParallelEnv(2, CountingEnv) as env:
+            pids = env.worker_pids()
+        assert env.is_closed and all(_gone(pid) for pid in pids)
+
+
+class TestErrorTransport:
+    def test_unpicklable_exception_falls_back_to_runtime_error_with_text(self):
+        class Local(Exception):
+            pass
+
+        exc = decode_exception(encode_exception(Local("odd"), "tb"), "ParallelEnv", 3, "step")
+        assert isinstance(exc, RuntimeError)
+        assert "Local: odd" in str(exc)
+        assert "worker 3" in exc.__notes__[0]
+
+    @pytest.mark.parametrize(("code", "text"), [(-9, "SIGKILL"), (3, "exited with code 3")])
+    def test_worker_died_error_describes_exit(self, code, text):
+        err = WorkerDiedError("ParallelEnv", 2, code, "reset")
+        assert text in str(err) and "worker 2" in str(err) and "'reset'" in str(err)
