@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rl_specs import Bounded, BoundedContinuous, BoundedDiscrete
 
@@ -113,3 +115,19 @@ class TestBoundedDiscrete:
         spec = BoundedDiscrete(low=0, high=3, shape=(3,))
         out = spec.project(torch.tensor([-1.2, 1.6, 9.0]))
         assert torch.equal(out, torch.tensor([0, 2, 3]))
+
+
+class TestBoundedProperties:
+    @settings(max_examples=40, deadline=None)
+    @given(
+        low=st.floats(-1e3, 1e3),
+        width=st.floats(0.0, 1e3),
+        values=st.lists(st.floats(-1e6, 1e6), min_size=3, max_size=3),
+        discrete=st.booleans(),
+    )
+    def test_project_lands_in_domain(self, low, width, values, discrete):
+        dtype = torch.int64 if discrete else torch.float64
+        spec = Bounded(low=low, high=low + width, shape=(3,), dtype=dtype)
+        projected = spec.project(torch.tensor(values, dtype=torch.float64))
+        assert spec.is_in(projected)
+        assert spec.is_in(spec.rand((4,)))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rl_specs import Categorical, MultiCategorical, MultiOneHot, OneHot
 
@@ -159,3 +161,20 @@ class TestMultiCategorical:
         spec = MultiCategorical(torch.tensor([[2, 3], [4, 5]]))
         assert spec.shape == (2, 2) and spec[1].nvec.tolist() == [4, 5]
         assert spec.is_in(spec.rand())
+
+
+class TestCategoricalProperties:
+    @settings(max_examples=40, deadline=None)
+    @given(
+        n=st.integers(1, 6),
+        values=st.lists(st.integers(-20, 20), min_size=4, max_size=4),
+        allowed=st.lists(st.booleans(), min_size=6, max_size=6),
+    )
+    def test_project_lands_in_domain(self, n, values, allowed):
+        mask = torch.tensor(allowed[:n])
+        if not bool(mask.any()):
+            mask[0] = True
+        spec = Categorical(n, shape=(4,), mask=mask)
+        assert spec.is_in(spec.project(torch.tensor(values)))
+        one_hot = spec.to_one_hot_spec()
+        assert one_hot.is_in(one_hot.project(torch.randn(4, n)))

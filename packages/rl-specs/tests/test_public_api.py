@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from importlib import metadata
+from pathlib import Path
 
 import rl_specs
 
@@ -52,3 +54,11 @@ def test_import_loads_no_optional_backend():
     code = f"import sys, rl_specs; print([m for m in {OPTIONAL_BACKENDS!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_readme_example_runs():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.DOTALL)
+    assert blocks, "the README has no python example"
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})
