@@ -66,13 +66,7 @@ class ActionMask(Transform):
             env = root_env(self)
             if env is None:
                 return None
-            spec = spec_get(env.full_action_spec, self.action_key)
-            if spec is None or not hasattr(spec, "update_mask"):
-                raise ValueError(
-                    f"ActionMask expected a maskable (Categorical or OneHot) action spec at "
-                    f"{self.action_key!r}, got {type(spec).__name__}. Use it on discrete actions."
-                )
-            self._lazy["spec"] = spec
+            spec = self._lazy["spec"] = spec_get(env.full_action_spec, self.action_key)
         return spec
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
@@ -86,9 +80,15 @@ class ActionMask(Transform):
             spec.update_mask(mask.to(torch.bool))
         return next_tensordict
 
-    def transform_output_spec(self, output_spec: Composite) -> Composite:
+    def transform_input_spec(self, input_spec: Composite) -> Composite:
         self._lazy.pop("spec", None)
-        return output_spec
+        spec = spec_get(input_spec["full_action_spec"], self.action_key)
+        if spec is None or not hasattr(spec, "update_mask"):
+            raise ValueError(
+                f"ActionMask expected a maskable (Categorical or OneHot) action spec at "
+                f"{self.action_key!r}, got {type(spec).__name__}. Use it on discrete actions."
+            )
+        return input_spec
 
 
 class ActionDiscretizer(Transform):

@@ -1,0 +1,112 @@
+"""ActionMask, ActionDiscretizer, DiscreteActionProjection."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_envs_core import check_env_specs
+from rl_specs import Categorical, MultiCategorical, MultiOneHot, OneHot
+from rl_transforms import ActionDiscretizer, ActionMask, DiscreteActionProjection, TransformedEnv
+
+
+class TestActionMask:
+    def test_random_actions_follow_the_mask(self, masked_env):
+        env = TransformedEnv(masked_env(), ActionMask())
+        data = env.rollout(8)
+        assert data["action"].long().argmax(-1).tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
+
+    def test_batched_mask(self, masked_env):
+        env = TransformedEnv(masked_env(batch_size=[3], cycle=False), ActionMask())
+        actions = env.rollout(5)["action"].long().argmax(-1)
+        assert ((actions == 1) | (actions == 2)).all()
+
+    def test_non_discrete_action_raises(self, continuous_env):
+        with pytest.raises(ValueError, match=r"ActionMask expected a maskable .* got BoundedContinuous"):
+            TransformedEnv(continuous_env(), ActionMask())
+
+    def test_missing_mask_raises(self):
+        with pytest.raises(KeyError, match=r"ActionMask expected the entry 'action_mask'"):
+            ActionMask()(TensorDict())
+
+    def test_check_env_specs(self, masked_env):
+        check_env_specs(TransformedEnv(masked_env(cycle=False), ActionMask()))
+
+
+class TestActionDiscretizer:
+    @pytest.mark.parametrize(
+        "categorical, batch, spec_type, shape",
+        [
+            (True, [], MultiCategorical, (2,)),
+            (True, [3], MultiCategorical, (3, 2)),
+            (False, [], MultiOneHot, (10,)),
+        ],
+    )
+    def test_exposed_spec(self, continuous_env, categorical, batch, spec_type, shape):
+        env = TransformedEnv(
+            continuous_env(batch_size=batch, dtype=torch.float32),
+            ActionDiscretizer(5, out_action_key="action_discrete", categorical=categorical),
+        )
+        assert env.action_keys == ["action_discrete"]
+        spec = env.full_action_spec["action_discrete"]
+        assert isinstance(spec, spec_type) and spec.shape == torch.Size(shape)
+
+    def test_single_dim_gives_categorical_or_one_hot(self):
+        from rl_specs import Bounded, Composite
+
+        spec = Composite(action=Bounded(-1.0, 1.0, shape=(1,)))
+        assert isinstance(ActionDiscretizer(3).transform_action_spec(spec.clone())["action"], Categorical)
+        assert isinstance(ActionDiscretizer(3, categorical=False).transform_action_spec(spec.clone())["action"], OneHot)
+
+    @pytest.mark.parametrize(
+        "sampling, expected",
+        [("MEDIAN", [-0.75, 0.75]), ("LOW", [-1.0, 0.5]), ("HIGH", [-0.5, 1.0])],
+    )
+    def test_interval_values(self, continuous_env, sampling, expected):
+        base = continuous_env(dtype=torch.float32)
+        t = ActionDiscretizer(4, out_action_key="d", sampling=ActionDiscretizer.SamplingStrategy[sampling])
+        env = TransformedEnv(base, t)
+        env.step(env.reset().set("d", torch.tensor([0, 3])))
+        assert base.last_action.tolist() == pytest.approx(expected)
+
+    def test_random_sampling_stays_in_interval(self, continuous_env):
+        base = continuous_env(dtype=torch.float32)
+        env = TransformedEnv(base, ActionDiscretizer(2, sampling=ActionDiscretizer.SamplingStrategy.RANDOM))
+        env.step(env.reset().set("action", torch.tensor([0, 1])))
+        low, high = base.last_action.tolist()
+        assert -1.0 <= low <= 0.0 <= high <= 1.0
+
+    def test_non_bounded_action_raises(self, counting_env):
+        with pytest.raises(ValueError, match=r"ActionDiscretizer expected a Bounded action spec"):
+            TransformedEnv(counting_env(), ActionDiscretizer(3))
+
+    def test_unattached_inverse_raises(self):
+        with pytest.raises(RuntimeError, match=r"ActionDiscretizer does not know the action bounds"):
+            ActionDiscretizer(3).inv(TensorDict({"action": torch.tensor([0])}))
+
+    def test_check_env_specs(self, continuous_env):
+        check_env_specs(TransformedEnv(continuous_env(dtype=torch.float32), ActionDiscretizer(5, categorical=False)))
+
+
+class TestDiscreteActionProjection:
+    def test_inverse_pads_to_max_actions(self, masked_env):
+        base = masked_env(n=6)
+        env = TransformedEnv(base, DiscreteActionProjection(3, 6))
+        spec = env.action_spec
+        assert isinstance(spec, OneHot) and spec.shape == torch.Size([3])
+        data = env.rollout(4)
+        assert data["action"].shape == torch.Size([4, 3])
+        assert (base.last_action < 3).all()
+
+    def test_forward_projects_large_actions(self):
+        t = DiscreteActionProjection(2, 4)
+        out = t(TensorDict({"action": torch.nn.functional.one_hot(torch.tensor([1, 3]), 4)}, [2]))["action"]
+        assert out.shape == torch.Size([2, 2]) and out[0].tolist() == [0, 1]
+
+    def test_effective_above_max_raises(self):
+        with pytest.raises(ValueError, match=r"expected num_actions_effective <= max_actions"):
+            DiscreteActionProjection(5, 3)
+
+    def test_check_env_specs(self, masked_env):
+        check_env_specs(TransformedEnv(masked_env(n=6), DiscreteActionProjection(3, 6)))
