@@ -260,7 +260,8 @@ class TestComposite:
 
     def test_dynamic(self):
         spec = Composite(observation=Unbounded(shape=(3, -1, 2)))
-        assert spec["observation"].is_dynamic
+        assert spec["observation"].is_dynamic and spec.is_dynamic
+        assert Composite(a=Composite(b=spec)).is_dynamic and not make_spec().is_dynamic
         with pytest.raises(RuntimeError, match="dynamic"):
             spec.rand()
         dynamic_batch = Composite(a=Unbounded(shape=(-1, 2)), shape=(-1,))

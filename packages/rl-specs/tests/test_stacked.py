@@ -184,7 +184,8 @@ class TestStacked:
 class TestStackedComposite:
     def test_shape_and_keys(self):
         stacked = torch.stack(hetero_composites())
-        assert stacked.shape == (2,) and stacked.device is None
+        assert stacked.shape == (2,) and stacked.device is None and stacked.is_dynamic
+        assert not torch.stack([Composite(a=Unbounded()), Composite(a=Unbounded())]).is_dynamic
         assert list(stacked.keys()) == ["obs"] and len(stacked) == 1
         assert list(stacked) == ["obs"]
         assert stacked.exclusive_keys() == {"extra"}

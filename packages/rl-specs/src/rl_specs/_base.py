@@ -584,10 +584,10 @@ class TensorSpec:
         args: tuple = (),
         kwargs: dict | None = None,
     ) -> Any:  # Any: whatever the torch function returns
-        from_handlers = _TORCH_HANDLERS.get(func)
-        if from_handlers is None:
+        handler = _TORCH_HANDLERS.get(func)
+        if handler is None:
             return NotImplemented
-        return from_handlers(*args, **(kwargs or {}))
+        return handler(*args, **(kwargs or {}))
 
 
 #: torch functions implemented for specs (filled in by the modules that define them).

@@ -167,6 +167,19 @@ class Composite(_CompositeDataMixin, TensorSpec):
                     self._specs[key] = spec.to(device)
         self._device = device
 
+    @property
+    def is_dynamic(self) -> bool:
+        """Whether a batch dim or any entry's dim is ``-1`` (data cannot be preallocated).
+
+        Examples:
+            >>> from rl_specs import Unbounded
+            >>> Composite(obs=Unbounded(shape=(3, -1, 2))).is_dynamic
+            True
+        """
+        return -1 in self.shape or any(
+            spec.is_dynamic for spec in self.values() if spec is not None
+        )
+
     def clear_device_(self) -> Composite:
         """Drop the device constraint (entries keep theirs), here and in nested composites."""
         self._device = None
