@@ -1,0 +1,62 @@
+"""AutoResetTransform and AutoResetEnv."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_envs_core import check_env_specs
+from rl_transforms import AutoResetEnv, AutoResetTransform, Compose, StepCounter, TransformedEnv
+
+
+class TestAutoResetTransform:
+    def test_replaces_and_saves_post_done_observation(self):
+        t = AutoResetTransform()
+        nxt = TensorDict(
+            {"observation": torch.tensor([[5.0], [7.0]]), "count": torch.tensor([[1], [2]]),
+             "done": torch.tensor([[True], [False]])},
+            [2],
+        )
+        out = t._step(TensorDict({}, [2]), nxt)
+        assert math.isnan(out["observation"][0].item()) and out["observation"][1].item() == 7.0
+        assert out["count"].squeeze(-1).tolist() == [-1, 2]
+        assert t.pop_saved()["observation"].squeeze(-1).tolist() == [5.0, 7.0]
+        assert t.pop_saved() is None
+
+    def test_no_replace(self):
+        t = AutoResetTransform(replace=False, fill_float=0.0)
+        out = t._step(TensorDict(), TensorDict({"observation": torch.tensor([5.0]), "done": torch.tensor([True])}))
+        assert out["observation"].item() == 5.0 and t.saved is not None
+
+    def test_forward_raises(self):
+        with pytest.raises(RuntimeError, match=r"AutoResetTransform handles the resets"):
+            AutoResetTransform()(TensorDict())
+
+
+class TestAutoResetEnv:
+    def test_reset_uses_saved_observation(self, self_resetting_env):
+        base = self_resetting_env(max_steps=3)
+        env = AutoResetEnv(base, AutoResetTransform())
+        data = env.rollout(7, break_when_any_done=False)
+        nxt = data["next", "observation"].squeeze(-1)
+        assert nxt[:2].tolist() == [1.0, 2.0] and math.isnan(nxt[2].item())
+        assert data["observation"].squeeze(-1).tolist() == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 0.0]
+        assert base.resets == 1
+
+    def test_other_transforms_follow(self, self_resetting_env):
+        env = AutoResetEnv(self_resetting_env(max_steps=2), Compose(AutoResetTransform(), StepCounter()))
+        data = env.rollout(4, break_when_any_done=False)
+        assert data["step_count"].squeeze(-1).tolist() == [0, 1, 0, 1]
+
+    def test_first_transform_must_be_auto_reset(self, self_resetting_env):
+        with pytest.raises(TypeError, match=r"AutoResetEnv expected an AutoResetTransform as first transform"):
+            AutoResetEnv(self_resetting_env(), StepCounter())
+
+    def test_is_a_transformed_env(self, self_resetting_env):
+        assert isinstance(AutoResetEnv(self_resetting_env()), TransformedEnv)
+
+    def test_check_env_specs(self, self_resetting_env):
+        check_env_specs(AutoResetEnv(self_resetting_env(max_steps=10)))
