@@ -22,7 +22,7 @@ from tensordict.utils import is_non_tensor
 
 from rl_envs_core._check import check_env_specs
 from rl_envs_core._env_base import DeviceType, EnvBase
-from rl_envs_core._step_mdp import as_tuple, leaf_keys
+from rl_envs_core._step_mdp import as_tuple, leaf_keys, step_mdp
 from rl_specs import Categorical, Composite, Unbounded
 
 
@@ -188,3 +188,39 @@ class EnvContract:
 
     def test_check_env_specs_passes(self) -> None:
         check_env_specs(self.make_env())
+
+    def test_rand_action_is_in_spec(self) -> None:
+        env = self.make_env()
+        data = env.rand_action(env.reset())
+        for key in env.action_keys:
+            assert env.full_action_spec[key].is_in(data.get(key)), key
+
+    def test_step_and_maybe_reset_keeps_going(self) -> None:
+        env = self.make_env()
+        data_ = env.reset()
+        for _ in range(2 * self.rollout_steps):
+            data, data_ = env.step_and_maybe_reset(env.rand_action(data_))
+            assert "next" in data.keys() and "next" not in data_.keys()
+            assert not any(k[-1] == "_reset" for k in _leaf_tuples(data_))
+            if not env.allow_done_after_reset:
+                for key in env.done_keys:
+                    assert not data_.get(key).any(), key
+
+    def test_partial_reset_keeps_other_elements(self) -> None:
+        env = self.make_env()
+        if not env.batch_locked or not env.batch_size or env.batch_size[0] < 2:
+            return
+        data = env.rollout(2, break_when_any_done=False)[..., -1]
+        root = step_mdp(data, reward_keys=env.reward_keys, action_keys=env.action_keys)
+        before = root.clone()
+        for key in env.reset_keys:
+            level = as_tuple(key)[:-1]
+            done = next(root.get(k) for k in env.done_keys if as_tuple(k)[:-1] == level)
+            mask = torch.zeros_like(done)
+            mask[0] = True
+            root.set(key, mask)
+        out = env.reset(root)
+        for key in env.observation_keys:
+            new, old = out.get(key), before.get(key)
+            if isinstance(new, torch.Tensor) and not is_non_tensor(new):
+                assert torch.equal(torch.nan_to_num(new[1:]), torch.nan_to_num(old[1:])), key
