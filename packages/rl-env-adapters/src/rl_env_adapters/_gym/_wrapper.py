@@ -250,10 +250,8 @@ class GymWrapper(GymLikeEnv):
             # obs holds the first observations of the new episodes: keep them for the
             # coming partial reset and put the terminal observations in their place.
             self.__dict__["_pending_obs"] = (done.copy(), source)
-            source = {**source}
             final = self._read_obs(_final_obs(info, obs, done))
-            mask = torch.from_numpy(done)
-            source = _where(mask, final, source)
+            source = _where(torch.from_numpy(done), final, source)
         source["reward"] = torch.from_numpy(np.asarray(reward, dtype=np.float32)).unsqueeze(-1)
         source["terminated"] = torch.from_numpy(np.asarray(terminated, dtype=bool)).unsqueeze(-1)
         source["truncated"] = torch.from_numpy(np.asarray(truncated, dtype=bool)).unsqueeze(-1)
