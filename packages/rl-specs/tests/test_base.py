@@ -238,6 +238,17 @@ class TestTensorSpec:
         with pytest.raises(TypeError, match="at key 'obs' expected dtype"):
             spec.type_check(torch.zeros(2, dtype=torch.int64), "obs")
 
+    @leaf_params
+    def test_torch_functions(self, make):
+        spec = make()
+        assert torch.unsqueeze(spec, 0) == spec.unsqueeze(0)
+        assert torch.squeeze(spec.unsqueeze(0), 0) == spec
+        assert torch.squeeze(spec.unsqueeze(1)) == spec
+        assert torch.unbind(spec, 1) == spec.unbind(1)
+        picked = torch.index_select(spec, 1, torch.tensor([0, 2]))
+        assert picked.shape == (2, 2, 4) and picked == spec[:, torch.tensor([0, 2])]
+        assert spec.clear_device_() is spec
+
     def test_generic_index_and_unsupported_torch_function(self):
         spec = Unbounded(shape=(3,))
         assert torch.equal(spec.index(1, torch.arange(3)), torch.tensor(1))

@@ -235,6 +235,8 @@ class TestComposite:
         assert expanded.shape == (5, 4) and expanded["next", "done"].shape == (5, 4, 1)
         assert spec.expand(5, -1).shape == (5, 4)
         assert spec.unsqueeze(0)["obs"].shape == (1, 4, 3)
+        assert torch.unsqueeze(spec, 0) == spec.unsqueeze(0)
+        assert torch.index_select(spec, 0, torch.tensor([1, 3]))["obs"].shape == (2, 3)
         assert spec.unsqueeze(-1).shape == (4, 1)
         assert spec.unsqueeze(0).squeeze(0) == spec
         assert spec.unsqueeze(0).squeeze() == spec and spec.squeeze(0) == spec

@@ -189,6 +189,9 @@ class TensorSpec:
         dtype (torch.dtype): the dtype of the tensors.
         domain (str): ``"continuous"`` or ``"discrete"``. Defaults to ``""``.
 
+    ``torch.stack``, ``torch.squeeze``, ``torch.unsqueeze``, ``torch.unbind`` and
+    ``torch.index_select`` accept specs and return specs.
+
     Examples:
         >>> import torch
         >>> from rl_specs import Bounded
@@ -199,6 +202,8 @@ class TensorSpec:
         torch.Size([4, 2, 3])
         >>> spec.is_in(spec.rand())
         True
+        >>> torch.unsqueeze(spec, 0).shape, torch.index_select(spec, 1, torch.tensor([0, 2])).shape
+        (torch.Size([1, 2, 3]), torch.Size([2, 2]))
     """
 
     #: Number of trailing dims that belong to one sample (e.g. the one-hot dim).
@@ -534,6 +539,10 @@ class TensorSpec:
             return self
         return self._rebuild(self.shape, {k: v.to(device) for k, v in attrs.items()}, device=device)
 
+    def clear_device_(self) -> TensorSpec:
+        """A no-op for leaf specs, which always have a device (composites drop theirs)."""
+        return self
+
     def cpu(self) -> TensorSpec:
         """Return the spec on the cpu."""
         return self.to("cpu")
@@ -590,5 +599,15 @@ class TensorSpec:
         return handler(*args, **(kwargs or {}))
 
 
-#: torch functions implemented for specs (filled in by the modules that define them).
-_TORCH_HANDLERS: dict[Callable, Callable] = {}
+def _index_select(spec: TensorSpec, dim: int, index: torch.Tensor) -> TensorSpec:
+    pos = _pos_dim(dim, spec.ndim, owner="torch.index_select")
+    return spec[(slice(None),) * pos + (index,)]
+
+
+#: torch functions implemented for specs (``torch.stack`` is added by ``_stacked``).
+_TORCH_HANDLERS: dict[Callable, Callable] = {
+    torch.squeeze: lambda spec, dim=None: spec.squeeze(dim),
+    torch.unsqueeze: lambda spec, dim: spec.unsqueeze(dim),
+    torch.unbind: lambda spec, dim=0: spec.unbind(dim),
+    torch.index_select: _index_select,
+}
