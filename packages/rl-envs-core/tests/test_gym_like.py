@@ -138,6 +138,14 @@ class TestGymLikeEnv:
         with pytest.raises(ValueError, match="expected the backend step to return 5 values"):
             env._output_transform((1, 2))
 
+    def test_reset_returning_only_observations(self):
+        class ObsOnly(FakeBackend):
+            def reset(self, seed=None):
+                return super().reset(seed)[0]
+
+        env = FakeWrapper(env=ObsOnly())
+        assert env.reset()["observation"].tolist() == [0.0]
+
     def test_actions_as_tensors_when_not_converted(self):
         env = FakeWrapper(env=FakeBackend(), convert_actions_to_numpy=False)
         action = torch.ones(1)

@@ -498,6 +498,15 @@ class EnvBase(nn.Module):
             ValueError: incompatible options (both break flags ``True``; no
                 ``tensordict`` with ``auto_reset=False``).
             RuntimeError: ``set_truncated`` on an env without a ``"truncated"`` entry.
+
+        Examples:
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = CountingEnv(max_steps=2)
+            >>> data = env.rollout(4, break_when_any_done=False)
+            >>> data["observation"].squeeze(-1), data["next", "done"].squeeze(-1)
+            (tensor([0., 1., 0., 1.]), tensor([False,  True, False,  True]))
+            >>> env.rollout(4, set_truncated=True)["next", "truncated"].squeeze(-1)
+            tensor([False,  True])
         """
         return _rollout.rollout(
             self,
