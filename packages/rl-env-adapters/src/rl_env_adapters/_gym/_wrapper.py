@@ -158,6 +158,8 @@ class GymWrapper(GymLikeEnv):
         state["_write_action"] = make_writer(act_space, action_spec, batch_dims=ndim)
         state["_action_key_cached"] = "action" if not isinstance(action_spec, Composite) else None
         state["_pending_obs"] = None  # SAME_STEP: reset observations waiting for a reset call
+        state["_out_batch"] = batch  # read once: the properties cost more than the step logic
+        state["_out_device"] = device
 
     def _init_env(self) -> None:
         if self._batched and self._autoreset_mode not in (
@@ -231,7 +233,7 @@ class GymWrapper(GymLikeEnv):
             source["terminated"] = from_numpy(np.array((terminated,)))
             source["truncated"] = from_numpy(np.array((truncated,)))
             source["done"] = from_numpy(np.array((terminated or truncated,)))
-        out = TensorDict(source, batch_size=self.batch_size, device=self.device)
+        out = TensorDict(source, batch_size=self._out_batch, device=self._out_device)
         if self._info_dict_reader:
             out = self.read_info(info, out)
         return out
