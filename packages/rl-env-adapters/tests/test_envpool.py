@@ -196,3 +196,13 @@ class TestMultiThreadedEnv:
             pytest.skip("MuJoCo pixel rendering needs an OpenGL context, absent on this machine")
         env = MultiThreadedEnv(1, "Ant-v5", from_pixels=True)
         assert env.rollout(2)["next", "pixels"].shape[:3] == (1, 2, 3)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+class TestCudaDevice:
+    def test_envpool_outputs_on_cuda(self):
+        env = MultiThreadedEnv(2, "CartPole-v1", device="cuda", max_episode_steps=3)
+        data = env.rollout(5, break_when_any_done=False)
+        assert data["next", "observation"].device.type == "cuda"
+        check_env_specs(env)

@@ -190,3 +190,13 @@ class TestVectorEnvs:
         data = env.rollout(1)
         assert data["next", "observation"][..., 1].tolist() == [[1.0], [1.0]]
         assert np.all(data["next", "done"].numpy())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+class TestCudaDevice:
+    def test_gym_outputs_on_cuda(self):
+        env = GymWrapper(gym.make("CartPole-v1"), device="cuda")
+        data = env.rollout(3)
+        assert data["next", "observation"].device.type == "cuda"
+        check_env_specs(env)
