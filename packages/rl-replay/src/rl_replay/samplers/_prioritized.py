@@ -146,7 +146,6 @@ class PrioritizedSampler(Sampler):
             else None
         )
         self._max_priority = torch.ones((), dtype=dtype, device=device)
-        self._written = torch.zeros(cap, dtype=torch.bool, device=device)
 
     def _to(self, device: torch.device) -> None:
         if device != self._sum_tree.device:
@@ -154,7 +153,6 @@ class PrioritizedSampler(Sampler):
                 if tree is not None:
                     tree.to(device)
             self._max_priority = self._max_priority.to(device)
-            self._written = self._written.to(device)
 
     def _attach_storage(self, storage: Any) -> None:
         super()._attach_storage(storage)
@@ -203,7 +201,6 @@ class PrioritizedSampler(Sampler):
             )
         values = torch.as_tensor(values, dtype=self.dtype, device=device)
         with self._lock:
-            self._written[flat] = True
             self._sum_tree.update(flat, values)
             # zero-priority elements are never drawn, so they do not bound the weights
             self._min_tree.update(flat, torch.where(values > 0, values, torch.inf))
@@ -297,17 +294,17 @@ class PrioritizedSampler(Sampler):
     def _draw(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``count`` flat positions drawn by priority, with their importance weights."""
         total = self._sum_tree.total()
-        if not bool(total > 0):
+        if not total.item() > 0:
             raise RuntimeError(
                 f"{type(self).__name__} cannot sample: expected a positive total priority, "
                 f"found {float(total)}. Update priorities with positive values or use eps > 0."
             )
         mass = torch.rand(count, dtype=self.dtype, device=total.device) * total
-        flat = self._sum_tree.find_prefix_sum(mass)
-        return flat, self._weights(flat)
+        flat, values = self._sum_tree.sample_leaves(mass)
+        return flat, self._weights(values)
 
-    def _weights(self, flat: torch.Tensor) -> torch.Tensor:
-        values = self._sum_tree[flat]
+    def _weights(self, values: torch.Tensor) -> torch.Tensor:
+        """Importance weights of elements whose tree values are ``values``."""
         return (values / self._min_tree.total()) ** (-self._beta)
 
     # ----------------------------------------------------------------- state
@@ -321,9 +318,9 @@ class PrioritizedSampler(Sampler):
             return {
                 "max_capacity": self._max_capacity,
                 "sum_leaves": self._sum_tree.leaves.clone(),
-                "written": self._written.clone(),
+                "min_leaves": self._min_tree.leaves.clone(),
                 "max_priority": self._max_priority.clone(),
-            }
+            } | ({} if self._max_tree is None else {"max_leaves": self._max_tree.leaves.clone()})
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore the trees from :meth:`state_dict`.
@@ -340,13 +337,11 @@ class PrioritizedSampler(Sampler):
         with self._lock:
             device = self._sum_tree.device
             self._build_trees(device)
-            leaves = torch.as_tensor(state_dict["sum_leaves"]).to(device=device, dtype=self.dtype)
-            written = torch.as_tensor(state_dict["written"]).to(device=device, dtype=torch.bool)
-            self._written = written.clone()
-            self._sum_tree.load_leaves(leaves)
-            self._min_tree.load_leaves(torch.where(written & (leaves > 0), leaves, torch.inf))
+            as_tree = {"device": device, "dtype": self.dtype}
+            self._sum_tree.load_leaves(torch.as_tensor(state_dict["sum_leaves"]).to(**as_tree))
+            self._min_tree.load_leaves(torch.as_tensor(state_dict["min_leaves"]).to(**as_tree))
             if self._max_tree is not None:
-                self._max_tree.load_leaves(torch.where(written, leaves, -torch.inf))
+                self._max_tree.load_leaves(torch.as_tensor(state_dict["max_leaves"]).to(**as_tree))
             self._max_priority = torch.as_tensor(state_dict["max_priority"]).to(
                 device=device, dtype=self.dtype
             )

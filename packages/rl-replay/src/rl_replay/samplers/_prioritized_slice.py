@@ -141,7 +141,8 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
                 storage, traj_index, seg.row[k], seg.col[k], length, seg.terminal[k], offset, plan
             )
             sizes = torch.minimum(offset + seq_len, length) - offset
-            info["priority_weight"] = self._weights(flat).repeat_interleave(sizes.to(flat.device))
+            weight = self._weights(self._sum_tree.leaves.index_select(0, flat))
+            info["priority_weight"] = weight.repeat_interleave(sizes.to(flat.device))
         return index, info
 
     def _valid_offset_limit(self, length: torch.Tensor, seq_len: int) -> torch.Tensor:

@@ -1,7 +1,7 @@
 """A vectorised segment tree (sum, min or max) over torch tensors.
 
-The tree is B-ary rather than binary: with ``B = 2**k`` chosen so that the depth is
-about 4 (``B = 32`` for one million leaves), a batch update recomputes each level with
+The tree is B-ary rather than binary: with ``B <= 128`` chosen so that the depth is
+at most 3 up to two million leaves (``B = 100`` for one million), a batch update recomputes each level with
 one gather + reduce + scatter, and a batch prefix-sum search descends all samples at
 once with one gather + cumsum per level. That keeps the number of torch calls per
 ``update`` / ``find_prefix_sum`` at a few dozen whatever the capacity, and the work per
@@ -23,7 +23,7 @@ _REDUCE = {
     "min": (lambda x: x.amin(-1), math.inf),
     "max": (lambda x: x.amax(-1), -math.inf),
 }
-_MAX_BRANCH_BITS = 5
+_MAX_BRANCH = 128
 
 
 class SegmentTree:
@@ -58,10 +58,12 @@ class SegmentTree:
         self.capacity = int(capacity)
         self.op = op
         self._reduce, self.neutral = _REDUCE[op]
-        bits = max(1, math.ceil(math.log2(max(self.capacity, 2))))
-        depth = max(1, math.ceil(bits / _MAX_BRANCH_BITS))
-        self._shift = math.ceil(bits / depth)
-        self.branch = 1 << self._shift
+        size = max(self.capacity, 2)
+        depth = max(1, math.ceil(math.log(size) / math.log(_MAX_BRANCH) - 1e-9))
+        branch = max(2, math.ceil(size ** (1 / depth) - 1e-9))
+        while branch**depth < size:
+            branch += 1
+        self.branch = branch
         self.depth = depth
         self._levels = [
             torch.full((self.branch ** (depth - k),), self.neutral, dtype=dtype, device=device)
@@ -93,13 +95,15 @@ class SegmentTree:
     def update(self, index: torch.Tensor, value: torch.Tensor | float) -> None:
         """Set the leaves at ``index`` to ``value`` and refresh their ancestors."""
         levels = self._levels
-        levels[0][index] = value
+        if not isinstance(value, torch.Tensor) or value.shape != index.shape:
+            value = torch.as_tensor(value, dtype=levels[0].dtype, device=index.device)
+            value = value.expand(index.shape)
+        levels[0].index_copy_(0, index, value.to(levels[0].dtype))
         node = index
         for k in range(1, self.depth + 1):
-            node = node >> self._shift
-            levels[k][node] = self._reduce(
-                levels[k - 1].view(-1, self.branch).index_select(0, node)
-            )
+            node = node // self.branch
+            children = levels[k - 1].view(-1, self.branch).index_select(0, node)
+            levels[k].index_copy_(0, node, self._reduce(children))
 
     def reset(self) -> None:
         """Set every leaf back to the neutral value."""
@@ -116,18 +120,38 @@ class SegmentTree:
     def find_prefix_sum(self, mass: torch.Tensor) -> torch.Tensor:
         """For each ``m`` in ``mass``, the first leaf whose inclusive prefix sum exceeds ``m``.
 
-        Only for ``op="sum"`` trees with non-negative leaves. Leaves of value 0 are never
-        returned as long as ``total() > 0``: rounding overshoots are clamped to the last
-        positive child at every level.
+        Only for ``op="sum"`` trees with non-negative leaves; see :meth:`sample_leaves`.
         """
+        return self.sample_leaves(mass)[0]
+
+    def sample_leaves(self, mass: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`find_prefix_sum` plus the values of the leaves found.
+
+        Leaves of value 0 are never returned as long as ``total() > 0``: the few draws that
+        rounding pushes past the last positive leaf of a node are redone with a descent
+        clamped to positive children.
+        """
+        found = self._descend(mass, guarded=False)
+        values = self._levels[0].index_select(0, found)
+        zero = values <= 0
+        if bool(zero.any()):
+            found[zero] = self._descend(mass[zero], guarded=True)
+            values = self._levels[0].index_select(0, found)
+        return found, values
+
+    def _descend(self, mass: torch.Tensor, *, guarded: bool) -> torch.Tensor:
         node = torch.zeros(mass.shape, dtype=torch.long, device=mass.device)
-        mass = mass.to(self._levels[0].dtype)
+        mass = mass.to(self._levels[0].dtype).unsqueeze(-1)
+        branch = self.branch
         for k in range(self.depth - 1, -1, -1):
-            children = self._levels[k].view(-1, self.branch).index_select(0, node)
+            children = self._levels[k].view(-1, branch).index_select(0, node)
             cumsum = children.cumsum(-1)
-            # the first child reaching the node total is its last positive child
-            last = torch.searchsorted(cumsum, cumsum[:, -1:].contiguous())
-            choice = torch.minimum(torch.searchsorted(cumsum, mass.unsqueeze(-1), right=True), last)
-            mass = mass - (cumsum - children).gather(-1, choice).squeeze(-1)
-            node = (node << self._shift) + choice.squeeze(-1)
+            choice = torch.searchsorted(cumsum, mass, right=True)
+            if guarded:  # the first child reaching the node total is its last positive one
+                last = torch.searchsorted(cumsum, cumsum[:, -1:].contiguous())
+                choice = torch.minimum(choice, last)
+            else:
+                choice = choice.clamp_(max=branch - 1)
+            mass = mass - (cumsum - children).gather(-1, choice)
+            node = node.mul_(branch).add_(choice.view(-1))
         return node
