@@ -77,6 +77,49 @@ class ReplayBuffer:
         tensor([1, 2])
         >>> len(rb), rb[1]
         (3, 30)
+
+        Storing trajectories: a single environment's steps are stored one after
+        the other (here 11 batches of 10 steps from an environment whose
+        episodes last 42 steps, into 100 slots):
+
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from rl_replay import LazyTensorStorage, SliceSampler
+        >>> def collect(start, frames, num_envs=None):
+        ...     step = torch.arange(start, start + frames) % 42 + 1
+        ...     traj = torch.arange(start, start + frames) // 42
+        ...     if num_envs is not None:  # a batch of environments: [num_envs, frames]
+        ...         step, traj = step.expand(num_envs, frames), traj.expand(num_envs, frames) * num_envs
+        ...         traj = traj + torch.arange(num_envs).unsqueeze(-1)
+        ...     batch = step.shape
+        ...     return TensorDict({("collector", "traj_ids"): traj, ("next", "step_count"): step.unsqueeze(-1),
+        ...                        ("next", "done"): (step == 42).unsqueeze(-1)}, batch)
+        >>> rb = ReplayBuffer(
+        ...     storage=LazyTensorStorage(100),
+        ...     sampler=SliceSampler(num_slices=8, traj_key=("collector", "traj_ids"),
+        ...         truncated_key=None, strict_length=False),
+        ...     batch_size=64)
+        >>> for i in range(11):
+        ...     _ = rb.extend(collect(10 * i, 10))
+        >>> assert len(rb) == 100, len(rb)
+        >>> rb[:]["next", "step_count"][:12].squeeze(-1).tolist()
+        [17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 11, 12]
+        >>> rb.sample()["next", "step_count"].shape
+        torch.Size([64, 1])
+
+        With several environments, ``ndim=2`` keeps each environment's
+        trajectory contiguous: the storage dims are ``[time, env]``:
+
+        >>> rb = ReplayBuffer(
+        ...     storage=LazyTensorStorage(100, ndim=2),
+        ...     sampler=SliceSampler(num_slices=8, traj_key=("collector", "traj_ids"),
+        ...         truncated_key=None, strict_length=False),
+        ...     batch_size=64)
+        >>> for i in range(101):
+        ...     _ = rb.extend(collect(i, 1, num_envs=2))
+        >>> assert len(rb) == 100, len(rb)
+        >>> rb[:]["next", "step_count"].squeeze(-1)[:3].tolist()
+        [[17, 17], [10, 10], [11, 11]]
     """
 
     def __init__(

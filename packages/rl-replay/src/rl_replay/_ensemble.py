@@ -31,6 +31,20 @@ def _read_only(owner: str) -> RuntimeError:
     )
 
 
+def _states(members: list[Any]) -> dict[str, Any]:  # Any: storages or writers
+    return {str(i): member.state_dict() for i, member in enumerate(members)}
+
+
+def _load_states(owner: str, members: list[Any], state_dict: dict[str, Any]) -> None:  # Any: see _states
+    if len(state_dict) != len(members):
+        raise ValueError(
+            f"{owner}.load_state_dict expected {len(members)} states, got {len(state_dict)}. "
+            "Load a state saved from an ensemble of the same size."
+        )
+    for i, member in enumerate(members):
+        member.load_state_dict(state_dict[str(i)])
+
+
 class StorageEnsemble(Storage):
     """An ensemble of storages.
 
@@ -96,15 +110,10 @@ class StorageEnsemble(Storage):
             storage._empty()
 
     def state_dict(self) -> dict[str, Any]:
-        return {str(i): storage.state_dict() for i, storage in enumerate(self._storages)}
+        return _states(self._storages)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if len(state_dict) != len(self._storages):
-            raise ValueError(
-                f"StorageEnsemble.load_state_dict expected {len(self._storages)} states, got {len(state_dict)}."
-            )
-        for i, storage in enumerate(self._storages):
-            storage.load_state_dict(state_dict[str(i)])
+        _load_states("StorageEnsemble", self._storages, state_dict)
 
 
 class WriterEnsemble(Writer):
@@ -150,15 +159,10 @@ class WriterEnsemble(Writer):
             writer._empty()
 
     def state_dict(self) -> dict[str, Any]:
-        return {str(i): writer.state_dict() for i, writer in enumerate(self._writers)}
+        return _states(self._writers)
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if len(state_dict) != len(self._writers):
-            raise ValueError(
-                f"WriterEnsemble.load_state_dict expected {len(self._writers)} states, got {len(state_dict)}."
-            )
-        for i, writer in enumerate(self._writers):
-            writer.load_state_dict(state_dict[str(i)])
+        _load_states("WriterEnsemble", self._writers, state_dict)
 
 
 class ReplayBufferEnsemble(ReplayBuffer):

@@ -11,9 +11,17 @@ import tempfile
 from typing import Any
 
 import torch
-from tensordict import is_tensor_collection
+from tensordict import TensorDict, is_tensor_collection
 
-__all__ = ["StorageContract"]
+__all__ = ["StorageContract", "extend_from_worker"]
+
+
+def extend_from_worker(rb: Any, value: float = 1.0, count: int = 10) -> None:  # Any: a buffer
+    """Extend ``rb`` with ``count`` elements ``{"a": value}``: a process target for sharing tests.
+
+    It lives in an importable module so that ``spawn`` workers can find it.
+    """
+    rb.extend(TensorDict({"a": torch.full((count,), value)}, [count]))
 
 
 class StorageContract:

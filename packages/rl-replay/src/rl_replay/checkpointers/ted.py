@@ -17,6 +17,7 @@ storage wraps around.
 from __future__ import annotations
 
 import itertools
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -230,7 +231,9 @@ class NestedStorageCheckpointer(FlatStorageCheckpointer):
                 for column, sizes in zip(per_column, lengths, strict=True)
                 for piece in column.split(sizes)
             ]
-            nested[key] = torch.nested.nested_tensor(pieces)
+            with warnings.catch_warnings():  # the strided nested layout is what tensordict memmaps
+                warnings.simplefilter("ignore", UserWarning)
+                nested[key] = torch.nested.nested_tensor(pieces)
         count = sum(len(sizes) for sizes in lengths)
         return TensorDict(nested, batch_size=[count]), ends, meta
 

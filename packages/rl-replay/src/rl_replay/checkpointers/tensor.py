@@ -18,7 +18,7 @@ class TensorStorageCheckpointer(StorageCheckpointerBase):
     """A storage checkpointer for TensorStorages.
 
     Writes ``storage_metadata.json`` (type, length, shape, ndim, pytree
-    structure) and the content as memory-mapped tensors under ``storage/``.
+    structure) and the written rows as memory-mapped tensors under ``storage/``.
 
     Examples:
         >>> import tempfile, torch
@@ -38,7 +38,8 @@ class TensorStorageCheckpointer(StorageCheckpointerBase):
         path.mkdir(parents=True, exist_ok=True)
         meta = storage._metadata()
         if storage._storage is not None:
-            storage._storage.memmap(path / DATA_DIR, num_threads=0, copy_existing=True)
+            valid = storage._storage[: storage._len_along_dim0]  # only the rows written so far
+            valid.memmap(path / DATA_DIR, num_threads=0, copy_existing=True)
         write_json(path / META_FILE, meta)
 
     def loads(self, storage: Any, path: str | Path) -> None:  # Any: a TensorStorage
