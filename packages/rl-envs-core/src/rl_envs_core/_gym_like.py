@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
@@ -26,7 +25,7 @@ InfoReader = Callable[[Any, TensorDictBase], Any]
 def encode_value(value: Any, spec: TensorSpec | None, batch_size: torch.Size) -> torch.Tensor:
     """Convert a backend value (numpy, python scalar, tensor) to a tensor for ``spec``."""
     if not isinstance(value, torch.Tensor):
-        value = torch.as_tensor(np.asarray(value))
+        value = torch.as_tensor(value)
     if spec is None:
         return value if value.shape[: len(batch_size)] == batch_size else value.expand(batch_size)
     if value.dtype != spec.dtype:
@@ -60,7 +59,7 @@ class GymLikeEnv(EnvBase):
         TypeError: if no backend is given and the subclass does not build one.
 
     Examples:
-        >>> import numpy as np
+        >>> import numpy as np  # the backend's own dependency, not this package's
         >>> from rl_specs import Bounded, Composite, Unbounded
         >>> class Backend:
         ...     def reset(self, seed=None):
@@ -158,11 +157,13 @@ class GymLikeEnv(EnvBase):
     ) -> tuple[Any, Any, Any, bool]:
         """Return ``(terminated, truncated, done, do_break)``; ``done`` defaults to their OR."""
         if done is None:
-            flags = [np.asarray(x) for x in (terminated, truncated) if x is not None]
-            done = np.logical_or.reduce(flags) if flags else np.zeros((), dtype=bool)
+            done = torch.zeros((), dtype=torch.bool)
+            for flag in (terminated, truncated):
+                if flag is not None:
+                    done = done | torch.as_tensor(flag, dtype=torch.bool)
         if terminated is None:
             terminated = done
-        do_break = bool(np.asarray(done).any())
+        do_break = bool(torch.as_tensor(done).any())
         return terminated, truncated, done, do_break
 
     def read_info(self, info: Any, tensordict_out: TensorDictBase) -> TensorDictBase:
@@ -242,7 +243,7 @@ class GymLikeEnv(EnvBase):
         out = {}
         for name, value in (("terminated", terminated), ("truncated", truncated), ("done", done)):
             if name in names:
-                value = np.zeros((), dtype=bool) if value is None else value
+                value = torch.zeros((), dtype=torch.bool) if value is None else value
                 out[name] = encode_value(value, spec[name], self.batch_size)
         return out
 

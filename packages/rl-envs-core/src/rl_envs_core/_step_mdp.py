@@ -87,6 +87,11 @@ def merge_levels(
                 value = merged
             items[key] = value
     like = nxt if nxt is not None else root
+    if root is None or nxt is None or (
+        root.batch_size == nxt.batch_size and root.device == nxt.device
+    ):
+        # Every leaf comes from a validated tensordict with this batch size and device.
+        return TensorDict._new_unsafe(items, batch_size=like.batch_size, device=like.device)
     return TensorDict(items, batch_size=like.batch_size, device=like.device)
 
 
