@@ -66,6 +66,10 @@ class TestMultiThreadedEnvWrapper:
         with pytest.raises(TypeError, match="expected an EnvPool env"):
             MultiThreadedEnvWrapper(object())
 
+    def test_dm_pool_raises(self):
+        with pytest.raises(TypeError, match="env_type='gymnasium'"):
+            MultiThreadedEnvWrapper(envpool.make_dm("CartPole-v1", num_envs=2))
+
     def test_set_seed_raises_with_fix(self):
         env = MultiThreadedEnvWrapper(envpool.make("CartPole-v1", env_type="gymnasium", num_envs=2))
         with pytest.raises(RuntimeError, match=r"envpool.make\(..., seed=N\)"):

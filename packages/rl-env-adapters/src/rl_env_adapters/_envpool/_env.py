@@ -34,6 +34,11 @@ _POOL_KWARGS = ("seed", "max_episode_steps", "num_threads", "render_mode", "from
 
 
 def _pool_config(env: Any) -> dict[str, Any]:
+    if any(cls.__name__ == "DMEnvPoolMixin" for cls in type(env).__mro__):
+        raise TypeError(
+            "MultiThreadedEnvWrapper wraps gym-style EnvPool pools, got a dm_env pool "
+            f"({type(env).__name__}). Build it with envpool.make(task_id, env_type='gymnasium')."
+        )
     config = getattr(env, "config", None)
     if not isinstance(config, dict) or "num_envs" not in config:
         raise TypeError(
