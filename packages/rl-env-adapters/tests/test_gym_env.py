@@ -67,12 +67,12 @@ class TestGymEnvBatched:
         assert t_next.tolist() == [[1.0, 2.0, 1.0, 2.0, 1.0]] * 3
         check_env_specs(env)
 
-    def test_async_batch(self):
-        env = GymEnv("CartPole-v1", num_envs=2)
+    def test_async_batch_resets_per_env(self, toy_env_id):
+        env = GymEnv(toy_env_id, num_envs=2, max_steps=2)  # AsyncVectorEnv by default
         try:
             env.set_seed(0)
-            data = env.rollout(3)
-            assert data["next", "observation"].shape == (2, 3, 4)
+            data = env.rollout(5, break_when_any_done=False)
+            assert data["next", "observation"][..., 1].tolist() == [[1, 2, 1, 2, 1]] * 2
         finally:
             env.close()
 
