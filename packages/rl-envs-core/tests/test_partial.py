@@ -187,6 +187,14 @@ class TestPartialStep:
         assert out["x"].squeeze(-1).tolist() == [1.0, 5.0, 2.0]
         assert out["reward"].squeeze(-1).tolist() == [1.0, 0.0, 1.0]
 
+    def test_batch_unlocked_env_with_nothing_to_step(self):
+        env = StatelessAddEnv()
+        data = TensorDict({"x": torch.ones(2, 1), "_step": torch.tensor([False, False])}, [2])
+        out = env.step(env.rand_action(data))["next"]
+        assert env.calls == []
+        assert out["x"].squeeze(-1).tolist() == [1.0, 1.0]
+        assert out["reward"].shape == torch.Size([2, 1]) and not out["reward"].any()
+
     def test_missing_previous_values_are_zeros(self):
         env = StatelessAddEnv()
         data = TensorDict({"x": torch.ones(2, 1), "_step": torch.tensor([True, False])}, [2])

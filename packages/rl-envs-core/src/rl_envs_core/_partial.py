@@ -127,15 +127,14 @@ def batch_mask(mask: torch.Tensor, batch_size: torch.Size) -> torch.Tensor:
 def skipped_step(env: EnvBase, tensordict: TensorDictBase) -> TensorDictBase:
     """The ``"next"`` content of a step that runs nowhere: previous values or zeros."""
     shape = tensordict.batch_size if not env.batch_locked else env.batch_size
+    extra = shape[: len(shape) - len(env.batch_size)]  # leading dims of an unlocked env
     out = TensorDict(batch_size=shape, device=env.device)
+    cache = env._key_cache()
     for role in ("observation", "reward", "done"):
-        spec = getattr(env, f"full_{role}_spec")
-        for key in env._key_cache()[f"{role}_keys"]:
+        for key, leaf in cache[f"{role}_leaves"]:
             old = tensordict.get(key, None)
             if old is None:
-                leaf = spec[key]
-                extra = shape[: len(shape) - len(env.batch_size)] if not env.batch_locked else ()
-                old = leaf.zero(torch.Size(extra)) if extra else leaf.zero()
+                old = leaf.zero(extra) if extra else leaf.zero()
             out.set(key, old.clone() if isinstance(old, torch.Tensor) else old)
     return out
 
