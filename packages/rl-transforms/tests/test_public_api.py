@@ -11,6 +11,25 @@ import rl_transforms
 OPTIONAL_BACKENDS = ("gymnasium", "gym", "envpool", "h5py", "chess", "dm_control", "pettingzoo", "vmas")
 
 
+#: The seed's transform names (000 list, 001 autosummary) implemented by this package.
+DOCUMENTED = [
+    "ActionDiscretizer", "ActionMask", "AutoResetEnv", "AutoResetTransform", "BinarizeReward",
+    "CatFrames", "CatTensors", "CenterCrop", "ClipTransform", "Compose", "Crop",
+    "DTypeCastTransform", "DeviceCastTransform", "DiscreteActionProjection", "DoubleToFloat",
+    "EndOfLifeTransform", "ExcludeTransform", "FiniteTensorDictCheck", "FlattenObservation",
+    "FrameSkipTransform", "GrayScale", "InitTracker", "NoopResetEnv", "ObservationNorm",
+    "PermuteTransform", "PinMemoryTransform", "RemoveEmptySpecs", "RenameTransform", "Resize",
+    "RewardClipping", "RewardScaling", "RewardSum", "SelectTransform", "SignTransform",
+    "SqueezeTransform", "Stack", "StepCounter", "TensorDictPrimer", "TimeMaxPool",
+    "ToTensorImage", "Transform", "TransformedEnv", "UnaryTransform", "UnsqueezeTransform",
+    "VecNorm", "VecNormV2",
+]
+
+
+def test_all_is_pinned_to_the_documented_names():
+    assert sorted(rl_transforms.__all__) == sorted(DOCUMENTED)
+
+
 def test_version_matches_distribution_metadata():
     assert rl_transforms.__version__ == metadata.version("rl-transforms")
 

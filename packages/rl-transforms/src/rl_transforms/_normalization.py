@@ -82,10 +82,13 @@ class ObservationNorm(Transform):
             )
 
     def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
-        self._check_initialized()
+        buffers = self._buffers
+        loc, scale = buffers["loc"], buffers["scale"]
+        if loc is None or scale is None:
+            self._check_initialized()
         if self.standard_normal:
-            return (obs - self.loc) / self.scale
-        return obs * self.scale + self.loc
+            return (obs - loc) / scale
+        return torch.addcmul(loc, obs, scale)
 
     def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
         self._check_initialized()
