@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import sys
 
 import pytest
@@ -113,6 +114,14 @@ class TestChessEnv(EnvContract):
         first = run()
         assert first == run()
         assert len(first) == 12
+
+    def test_pickles_mid_game(self):
+        env = ChessEnv(include_fen=True)
+        _play(env, ["e2e4"])
+        clone = pickle.loads(pickle.dumps(env))
+        assert clone.board.fen() == env.board.fen()
+        td = TensorDict(action=torch.tensor(clone.moves.index("e7e5")))
+        assert clone.step(td)["next", "fen"].startswith("rnbqkbnr/pppp1ppp/8/4p3/4P3/")
 
     def test_check_env_specs(self):
         from rl_envs_core import check_env_specs

@@ -118,7 +118,7 @@ class ChessEnv(EnvBase):
         include_legal_moves: bool = False,
         mask_actions: bool = True,
     ) -> None:
-        self.lib = _import_chess()
+        _import_chess()  # fail early, with the install line, when the extra is missing
         super().__init__()
         self.stateful = stateful
         self.include_pgn = include_pgn
@@ -131,6 +131,11 @@ class ChessEnv(EnvBase):
         self.board = self.lib.Board()
         self.rng = seeded_generator(None)
         self._make_specs()
+
+    @property
+    def lib(self) -> ModuleType:
+        """The python-chess module (a property, so that the env stays picklable)."""
+        return _import_chess()
 
     def _make_specs(self) -> None:
         n = len(self.moves)
