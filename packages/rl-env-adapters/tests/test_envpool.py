@@ -66,6 +66,10 @@ class TestMultiThreadedEnvWrapper:
         with pytest.raises(TypeError, match="expected an EnvPool env"):
             MultiThreadedEnvWrapper(object())
 
+    def test_available_envs(self):
+        assert "CartPole-v1" in MultiThreadedEnvWrapper.available_envs
+        assert "Pong-v5" in MultiThreadedEnv.available_envs
+
     def test_dm_pool_raises(self):
         with pytest.raises(TypeError, match="env_type='gymnasium'"):
             MultiThreadedEnvWrapper(envpool.make_dm("CartPole-v1", num_envs=2))

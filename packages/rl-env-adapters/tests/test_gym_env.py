@@ -36,7 +36,8 @@ class TestGymEnv:
         assert GymEnv("CartPole-v1").env_name == "CartPole-v1"
 
     def test_available_envs(self):
-        assert "CartPole-v1" in GymEnv.available_envs()
+        assert "CartPole-v1" in GymEnv.available_envs
+        assert "Pendulum-v1" in GymEnv("CartPole-v1").available_envs
 
     def test_backend_from_context(self):
         with set_gym_backend("gymnasium"):

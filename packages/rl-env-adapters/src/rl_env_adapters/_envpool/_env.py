@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from rl_env_adapters._classproperty import classproperty
 from rl_env_adapters._envpool._specs import (
     check_seed,
     check_task_id,
@@ -138,6 +139,11 @@ class MultiThreadedEnvWrapper(EnvBase):
             self.observation_spec = specs.observation
             self.action_spec = specs.action
             self.reward_spec = specs.reward
+
+    @classproperty
+    def available_envs(cls) -> list[str]:
+        """The task ids EnvPool implements (``envpool.list_all_envs()``)."""
+        return list(envpool_module(cls.__name__).list_all_envs())
 
     @property
     def is_async(self) -> bool:

@@ -6,6 +6,7 @@ import difflib
 from functools import partial
 from typing import Any
 
+from rl_env_adapters._classproperty import classproperty
 from rl_env_adapters._gym._backend import gym_backend
 from rl_env_adapters._gym._wrapper import GymWrapper
 
@@ -139,7 +140,7 @@ class GymEnv(GymWrapper):
                 raise _unknown_id_error(env_name, err) from err
             raise
 
-    @classmethod
+    @classproperty
     def available_envs(cls) -> list[str]:
         """The env ids registered in the current gym backend."""
         return list(gym_backend().registry.keys())
