@@ -100,6 +100,14 @@ class TestChessEnv(EnvContract):
         out = _play(env, ["e7e5"], after_e4)[0]["next"]
         assert out["fen"].startswith("rnbqkbnr/pppp1ppp/8/4p3/4P3/8/PPPP1PPP/RNBQKBNR w")
 
+    def test_stateless_rand_action_reads_the_position(self):
+        env = ChessEnv(stateful=False)
+        td = env.reset(TensorDict({"fen": "4k3/8/8/8/8/8/4P3/4K3 w - - 0 1"}))
+        env.reset()  # the env's own board moves on; the tensordict's position is used
+        for _ in range(10):
+            move = env.moves[env.rand_action(td)["action"].item()]
+            assert move in {"e1d1", "e1f1", "e1d2", "e1f2", "e2e3", "e2e4"}
+
     def test_stateless_with_pgn_keeps_history(self):
         env = ChessEnv(stateful=False, include_pgn=True)
         out = _play(env, ["g1f3", "g8f6", "f3g1", "f6g8"])[-1]["next"]

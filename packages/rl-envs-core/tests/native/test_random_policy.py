@@ -6,6 +6,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from rl_envs_core._native._pendulum import PendulumEnv
 from rl_envs_core._native._random_policy import RandomPolicy
 from rl_specs import Bounded, Categorical, Composite
 
@@ -41,6 +42,12 @@ class TestRandomPolicy:
         policy = RandomPolicy(spec)
         assert policy.action_spec is not spec
         assert policy.action_spec == spec
+
+    def test_drives_a_rollout(self):
+        env = PendulumEnv(seed=0)
+        data = env.rollout(5, policy=RandomPolicy(env.action_spec))
+        assert data["action"].shape == torch.Size([5, 1])
+        assert data["action"].abs().le(2.0).all()
 
     def test_non_spec_raises(self):
         with pytest.raises(TypeError, match=r"expected a TensorSpec.*env.action_spec"):

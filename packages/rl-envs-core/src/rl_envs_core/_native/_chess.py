@@ -270,9 +270,9 @@ class ChessEnv(EnvBase):
         """
         if tensordict is None:
             tensordict = TensorDict(batch_size=[])
-        board = self.board
-        if not self.stateful:
-            board = self._board_from(tensordict) or board
+        board = None if self.stateful else self._board_from(tensordict)
+        if board is None:
+            board = self.board
         legal = list(board.legal_moves)
         if not legal:
             raise RuntimeError(
