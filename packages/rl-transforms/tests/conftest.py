@@ -130,8 +130,8 @@ class MaskedEnv(EnvBase):
 class SelfResettingEnv(EnvBase):
     """Counts steps; at ``max_steps`` it returns done with the *next* episode's first obs (0)."""
 
-    def __init__(self, max_steps: int = 3, *, lives: bool = False):
-        super().__init__()
+    def __init__(self, max_steps: int = 3, *, lives: bool = False, **kwargs):
+        super().__init__(**kwargs)
         obs = {"observation": Unbounded(shape=(1,))}
         if lives:
             obs["lives"] = Unbounded(shape=(1,), dtype=torch.int64)

@@ -10,6 +10,7 @@ from tensordict import TensorDict
 
 from rl_envs_core import check_env_specs
 from rl_transforms import AutoResetEnv, AutoResetTransform, Compose, StepCounter, TransformedEnv
+from rl_transforms._auto_reset import TransformAutoResetHandler
 
 
 class TestAutoResetTransform:
@@ -60,3 +61,19 @@ class TestAutoResetEnv:
 
     def test_check_env_specs(self, self_resetting_env):
         check_env_specs(AutoResetEnv(self_resetting_env(max_steps=10)))
+
+
+class TestEnvBaseAutoReset:
+    def test_env_base_auto_reset_uses_the_transform_handler(self, self_resetting_env):
+        base = self_resetting_env(max_steps=3, auto_reset=True)
+        assert isinstance(base.auto_reset_handler, TransformAutoResetHandler)
+        data = base.rollout(7, break_when_any_done=False)
+        nxt = data["next", "observation"].squeeze(-1)
+        assert math.isnan(nxt[2].item()) and nxt[3].item() == 1.0
+        assert data["observation"].squeeze(-1).tolist() == [0.0, 1.0, 2.0, 0.0, 1.0, 2.0, 0.0]
+        assert base.resets == 1
+
+    def test_replace_false_keeps_observations(self, self_resetting_env):
+        base = self_resetting_env(max_steps=2, auto_reset=True, auto_reset_replace=False)
+        nxt = base.rollout(4, break_when_any_done=False)["next", "observation"].squeeze(-1)
+        assert nxt.tolist() == [1.0, 0.0, 1.0, 0.0]

@@ -4,6 +4,9 @@ An auto-resetting env returns, with a done flag, the first observation of the ne
 episode. The transform keeps that observation for the next reset (which then does
 not reset the base env) and, with ``replace``, puts placeholders in its place in
 ``"next"`` so that no data of the next episode leaks into the finished one.
+
+Importing this module registers :class:`TransformAutoResetHandler` with
+``rl_envs_core.hooks``, so that ``EnvBase(auto_reset=True)`` runs the same logic.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 import torch
 from tensordict import NestedKey, TensorDictBase
 
+from rl_envs_core.hooks import register_auto_reset_handler
 from rl_specs import Composite
 from rl_transforms._base import Compose, Transform
 from rl_transforms._env import TransformedEnv
@@ -158,3 +162,42 @@ class AutoResetEnv(TransformedEnv):
         for key in self.done_keys:
             saved.set(key, torch.zeros(self.full_done_spec[key].shape, dtype=torch.bool, device=saved.device))
         return self.transform._reset(tensordict, saved)
+
+
+class TransformAutoResetHandler:
+    """The ``rl_envs_core`` auto-reset handler backed by an :class:`AutoResetTransform`.
+
+    ``EnvBase(auto_reset=True)`` builds one per env (through the registry of
+    ``rl_envs_core.hooks``): steps go through the transform, and a reset after a done
+    step returns the kept observations instead of calling ``_reset``.
+
+    Keyword Args:
+        replace (bool, optional): see :class:`AutoResetTransform`. Defaults to ``True``.
+
+    Examples:
+        >>> from rl_envs_core.hooks import AutoResetHandler
+        >>> isinstance(TransformAutoResetHandler(replace=True), AutoResetHandler)
+        True
+    """
+
+    def __init__(self, *, replace: bool = True) -> None:
+        self.transform = AutoResetTransform(replace=replace)
+
+    def on_step(self, env: Any, next_tensordict: TensorDictBase) -> TensorDictBase:  # Any: an EnvBase
+        lazy = self.transform._lazy
+        if "done_keys" not in lazy:
+            lazy["done_keys"] = list(env.done_keys)
+            lazy["skipped"] = {*env.done_keys, *env.reward_keys}
+        return self.transform._step(next_tensordict, next_tensordict)
+
+    def on_reset(self, env: Any, tensordict: TensorDictBase | None) -> TensorDictBase | None:  # Any: an EnvBase
+        saved = self.transform.pop_saved()
+        if saved is None or tensordict is None:
+            return None
+        spec = env.full_done_spec
+        for key in env.done_keys:
+            saved.set(key, spec[key].zero())
+        return saved
+
+
+register_auto_reset_handler(TransformAutoResetHandler)
