@@ -46,29 +46,25 @@ class RenameTransform(Transform):
         super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
         self.create_copy = create_copy
 
-    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
-        for in_key, out_key in zip(self._in_keys, self._out_keys):
-            value = next_tensordict.get(in_key, None)
+    def _move(
+        self, tensordict: TensorDictBase, sources: list[NestedKey], targets: list[NestedKey], role: str
+    ) -> TensorDictBase:
+        for source, target in zip(sources, targets):
+            value = tensordict.get(source, None)
             if value is None:
                 if self._missing_tolerance:
                     continue
-                raise missing_key_error("RenameTransform", in_key, next_tensordict, "in_keys")
-            next_tensordict.set(out_key, value)
-            if not self.create_copy and in_key != out_key:
-                next_tensordict.del_(in_key)
-        return next_tensordict
+                raise missing_key_error("RenameTransform", source, tensordict, role)
+            tensordict.set(target, value)
+            if not self.create_copy and source != target:
+                tensordict.del_(source)
+        return tensordict
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return self._move(next_tensordict, self._in_keys, self._out_keys, "in_keys")
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
-        for in_key, out_key in zip(self._in_keys_inv, self._out_keys_inv):
-            value = tensordict.get(out_key, None)
-            if value is None:
-                if self._missing_tolerance:
-                    continue
-                raise missing_key_error("RenameTransform", out_key, tensordict, "out_keys_inv")
-            tensordict.set(in_key, value)
-            if not self.create_copy and in_key != out_key:
-                tensordict.del_(out_key)
-        return tensordict
+        return self._move(tensordict, self._out_keys_inv, self._in_keys_inv, "out_keys_inv")
 
     def _rename_specs(self, spec: Composite) -> Composite:
         for in_key, out_key in zip(self._in_keys, self._out_keys):
