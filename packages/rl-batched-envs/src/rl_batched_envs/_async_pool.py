@@ -24,6 +24,7 @@ from rl_batched_envs._batched import (
     stack_specs,
 )
 from rl_batched_envs._env_group import build_envs
+from rl_batched_envs._pickling import dumps
 from rl_batched_envs._worker import CALL, WorkerPool, default_start_method
 from rl_envs_core import EnvBase, EnvMetaData
 
@@ -380,7 +381,7 @@ class ProcessorAsyncEnvPool(AsyncEnvPool):
         return [pickle.loads(r)[0] for r in replies]
 
     def _submit(self, kind: str, index: int, tensordict: TensorDictBase | None) -> None:
-        payload = CALL + pickle.dumps((_KINDS[kind], ([0], [tensordict])))
+        payload = CALL + dumps((_KINDS[kind], ([0], [tensordict])))
         self._pool.send([index], payload, kind)
 
     def _collect(self, indices: list[int], kind: str, min_get: int) -> dict[int, Any]:

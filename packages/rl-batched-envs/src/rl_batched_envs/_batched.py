@@ -74,6 +74,10 @@ def check_sub_batch(owner: str, metas: Sequence[EnvMetaData]) -> torch.Size:
     return sub_batch
 
 
+def _last(key: NestedKey) -> str:
+    return key if isinstance(key, str) else key[-1]
+
+
 def active_envs(mask: torch.Tensor | None, n: int) -> list[int] | None:
     """The sub-envs a ``"_step"``/``"_reset"`` mask selects (``None``: no mask, all)."""
     if mask is None:
@@ -223,6 +227,13 @@ class BatchedEnvBase(EnvBase):
             next_keys=[*cache["observation_keys"], *cache["reward_keys"], *cache["done_keys"]],
             root_keys=[*cache["observation_keys"], *cache["done_keys"], *cache["state_keys"]],
             optional_keys=cache["state_keys"],
+            reset_levels=[
+                (
+                    (*level, "_reset") if level else "_reset",
+                    next((k for k in keys if _last(k) == "done"), keys[0]),
+                )
+                for level, keys in cache["done_levels"].items()
+            ],
         )
         buffers = (layout, *(self._share(b.cpu()) for b in (in_buf, next_buf, root_buf)))
         self._attach(buffers)

@@ -35,6 +35,8 @@ class BufferLayout:
         next_keys: step outputs (observations, rewards, dones).
         root_keys: reset outputs (observations, dones) and states.
         optional_keys: root keys an env may leave out (states).
+        reset_levels: ``("_reset" key, done key)`` of each done level: where an env
+            is done, ``step_and_maybe_reset`` resets it with the done flags as mask.
     """
 
     def __init__(
@@ -45,12 +47,14 @@ class BufferLayout:
         next_keys: Sequence[NestedKey],
         root_keys: Sequence[NestedKey],
         optional_keys: Sequence[NestedKey],
+        reset_levels: Sequence[tuple[NestedKey, NestedKey]] = (),
     ) -> None:
         self.in_keys = list(in_keys)
         self.mask_keys = list(mask_keys)
         self.next_keys = list(next_keys)
         self.root_keys = list(root_keys)
         self.optional_keys = set(optional_keys)
+        self.reset_levels = list(reset_levels)
 
 
 class EnvGroup:
@@ -79,20 +83,39 @@ class EnvGroup:
         """Index the full-batch buffers once; later calls only copy tensors."""
         self.layout = layout
         self.in_td, self.masks, self.next_pairs, self.root_pairs = [], [], [], []
+        self.next_td, self.root_td = [], []
         for j in range(len(self.envs)):
             i = self.offset + j
             view = in_buf[i]
             self.in_td.append(view.select(*layout.in_keys))
             self.masks.append(view.select(*layout.mask_keys))
             nxt, root = next_buf[i], root_buf[i]
+            self.next_td.append(nxt)
+            self.root_td.append(root.select(*layout.root_keys))
             self.next_pairs.append([(k, nxt.get(k)) for k in layout.next_keys])
             self.root_pairs.append([(k, root.get(k)) for k in layout.root_keys])
+        # the group's slice of the buffers, for the batched copies of step_and_maybe_reset
+        rows = slice(self.offset, self.offset + len(self.envs))
+        in_rows, next_rows, root_rows = in_buf[rows], next_buf[rows], root_buf[rows]
+        carried = [k for k in layout.root_keys if k in set(layout.next_keys)]
+        self.carry = [(next_rows.get(k), root_rows.get(k)) for k in carried]
+        self.carry += [
+            (in_rows.get(k), root_rows.get(k))
+            for k in layout.root_keys
+            if k not in set(carried) and k in set(layout.in_keys)
+        ]
+        self.done_rows = [next_rows.get(done) for _, done in layout.reset_levels]
+        # envs stepped through their own _step (the env-side contract, as a worker's
+        # sub-env); an auto-resetting env goes through its public step
+        self.direct = [env.auto_reset_handler is None for env in self.envs]
         self.buffered = True
 
     def _write(self, j: int, pairs: Pairs, data: TensorDictBase, what: str) -> None:
         optional = self.layout.optional_keys
         for key, dst in pairs:
             src = data.get(key, None)
+            if src is None:
+                src = _dual(data, key)
             if src is None:
                 if key in optional:
                     continue
@@ -137,10 +160,14 @@ class EnvGroup:
         if not self.buffered:
             return [envs[j].step(td).get("next") for j, td in zip(self._active(active), inputs)]
         mask_key = "_step" if partial else None
+        direct = self.direct
         for j in self._active(active):
             try:
-                out = envs[j].step(self._inputs(j, mask_key))
-                self._write(j, self.next_pairs[j], out.get("next"), "step")
+                if direct[j] and not partial:
+                    nxt = envs[j]._step(self.in_td[j].copy())
+                else:
+                    nxt = envs[j].step(self._inputs(j, mask_key)).get("next")
+                self._write(j, self.next_pairs[j], nxt, "step")
             except Exception as exc:
                 raise self._blame(exc, j, "step") from None
         return None
@@ -162,11 +189,23 @@ class EnvGroup:
                 out, root = envs[j].step_and_maybe_reset(td)
                 results.append((out.get("next"), root))
             return results
-        for j in self._active(active):
+        self.step(active)
+        for src, dst in self.carry:
+            dst.copy_(src)
+        done = None
+        for rows in self.done_rows:
+            flags = rows.reshape(len(envs), -1).any(-1)
+            done = flags if done is None else done | flags
+        if done is None or not bool(done.any()):
+            return None
+        levels = self.layout.reset_levels
+        for j in done.nonzero().squeeze(-1).tolist():
+            td = self.root_td[j].copy()
+            nxt = self.next_td[j]
+            for reset_key, done_key in levels:
+                td.set(reset_key, nxt.get(done_key).clone())
             try:
-                out, root = envs[j].step_and_maybe_reset(self._inputs(j, None))
-                self._write(j, self.next_pairs[j], out.get("next"), "step")
-                self._write(j, self.root_pairs[j], root, "step_and_maybe_reset")
+                self._write(j, self.root_pairs[j], envs[j].reset(td), "reset")
             except Exception as exc:
                 raise self._blame(exc, j, "step_and_maybe_reset") from None
         return None
@@ -222,6 +261,16 @@ class EnvGroup:
         """Close every env."""
         for env in self.envs:
             env.close()
+
+
+_DUALS = {"done": "terminated", "terminated": "done"}
+
+
+def _dual(data: TensorDictBase, key: NestedKey) -> torch.Tensor | None:
+    """``done`` from ``terminated`` (or the reverse) when an env returns only one."""
+    tup = (key,) if isinstance(key, str) else tuple(key)
+    dual = _DUALS.get(tup[-1])
+    return None if dual is None else data.get((*tup[:-1], dual), None)
 
 
 def _metadata(env: EnvBase) -> EnvMetaData:

@@ -26,6 +26,7 @@ import torch.multiprocessing as mp
 
 from rl_batched_envs._env_group import EnvGroup, build_envs
 from rl_batched_envs._errors import WorkerDiedError, decode_exception, encode_exception
+from rl_batched_envs._pickling import dumps
 
 STEP = b"s"  # step every env of the group, data in the buffers
 STEP_RESET = b"m"  # step_and_maybe_reset every env of the group
@@ -56,7 +57,7 @@ def worker_main(
     torch.set_num_threads(num_threads)
     try:
         group = EnvGroup(build_envs(fns, kwargs), offset=offset, owner=owner)
-        conn.send_bytes(OK + pickle.dumps(group.metadata()))
+        conn.send_bytes(OK + dumps(group.metadata()))
     except BaseException as exc:
         conn.send_bytes(ERR + encode_exception(exc, traceback.format_exc()))
         return
@@ -76,7 +77,7 @@ def worker_main(
                 reply = OK
             elif code == CALL:
                 name, args = pickle.loads(msg[1:])
-                reply = OK + pickle.dumps(getattr(group, name)(*args))
+                reply = OK + dumps(getattr(group, name)(*args))
             elif code == ATTACH:
                 group.attach(*pickle.loads(msg[1:]))
                 reply = OK
@@ -205,13 +206,13 @@ class WorkerPool:
 
     def call(self, workers: Sequence[int], name: str, *args: Any) -> list[Any]:  # Any: results
         """Run ``EnvGroup.<name>(*args)`` in ``workers``; return their results in order."""
-        self.send(workers, CALL + pickle.dumps((name, args)), name)
+        self.send(workers, CALL + dumps((name, args)), name)
         return [pickle.loads(r) for r in self.recv(workers, name)]
 
     def call_each(self, workers: Sequence[int], name: str, args: Sequence[tuple]) -> list[Any]:
         """Like :meth:`call`, with one argument tuple per worker."""
         for w, a in zip(workers, args):
-            self.send([w], CALL + pickle.dumps((name, a)), name)
+            self.send([w], CALL + dumps((name, a)), name)
         return [pickle.loads(r) for r in self.recv(workers, name)]
 
     def attach(self, workers: Sequence[int], buffers: tuple) -> None:
