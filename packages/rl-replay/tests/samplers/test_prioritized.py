@@ -51,7 +51,7 @@ class TestPrioritizedSampler:
         beta=st.sampled_from([0.0, 0.4, 1.0]),
     )
     def test_frequencies_and_weights_match_reference(self, priority, alpha, beta):
-        priority = torch.tensor(priority)
+        priority = torch.tensor(priority, dtype=torch.float64)
         sampler = filled(priority, alpha=alpha, beta=beta, eps=0.0, dtype=torch.float64)
         draws = 50_000
         index, info = sampler.sample(Sized(priority.numel()), draws)

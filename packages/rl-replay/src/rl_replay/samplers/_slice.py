@@ -252,37 +252,33 @@ class SliceSampler(Sampler):
         plan = self._cached_plan
         if plan is not None and plan.version == traj_index.version and plan.seq_len == seq_len:
             return plan
-        if seg.row.numel() == 0:  # no segment at all: nothing was written
+        if seg.count == 0:  # no segment at all: nothing was written
             check_not_empty(0, type(self).__name__)
-        if self.strict_length:
-            eligible = (seg.length >= seq_len).nonzero().squeeze(-1)
-        else:
-            eligible = torch.arange(seg.length.numel(), device=seg.length.device)
-        if eligible.numel() == 0:
-            longest = int(seg.length.max()) if seg.length.numel() else 0
+        table = seg.table
+        eligible = table[:, table[2] >= seq_len] if self.strict_length else table
+        if eligible.shape[1] == 0:
             raise RuntimeError(
                 f"{type(self).__name__} found no trajectory of at least {seq_len} steps "
-                f"(strict_length=True); the longest stored one has {longest}. Sample shorter "
-                "slices, store longer trajectories or pass strict_length=False."
+                f"(strict_length=True); the longest stored one has {int(table[2].max())}. "
+                "Sample shorter slices, store longer trajectories or pass strict_length=False."
             )
-        length = seg.length[eligible]
-        low, high = self._start_range(length, seq_len)
-        steps = torch.arange(seq_len, device=length.device)
+        row, length, terminal = eligible[0], eligible[2], eligible[3] != 0
+        left, right = self._span_steps(seq_len)
+        # relative starts run over [-left, max(length - seq_len + right, -left)]
+        choices = (length - seq_len + right + left + 1).clamp_min_(1)
+        # the start offset at which a fixed-length slice ends its (terminal) trajectory
+        terminal_offset = torch.where(terminal, length - seq_len, -1)
+        steps = torch.arange(seq_len, device=table.device)
         plan = _Plan(
             version=traj_index.version,
             seq_len=seq_len,
-            row=seg.row[eligible],
-            col=seg.col[eligible],
-            length=length,
-            terminal=seg.terminal[eligible],
-            low=low,
-            choices=(high - low + 1).to(torch.float),
+            segments=eligible,
+            table=torch.stack([row, eligible[1], choices, terminal_offset]),
+            left=left,
             steps=steps,
             last_step=steps == seq_len - 1,
             fixed=self.strict_length and self.span == (False, False),
-            # the start offset at which a fixed-length slice ends its (terminal) trajectory
-            terminal_offset=torch.where(seg.terminal[eligible], length - seq_len, -1),
-            wraps=bool((seg.row[eligible] + length > traj_index.rows).any()),
+            wraps=bool((row + length > traj_index.rows).any()),
         )
         self._cached_plan = plan
         return plan
@@ -301,17 +297,19 @@ class SliceSampler(Sampler):
             traj_index, seg = self._segments(storage)
             plan = self._plan(traj_index, seg, seq_len)
             k = self._pick(plan, num_slices)
-            choice = (torch.rand(k.shape, device=k.device) * plan.choices.index_select(0, k)).long()
+            picked = plan.table.index_select(1, k)  # row, col, choices, terminal offset
+            offset = (torch.rand(k.shape, device=k.device) * picked[2]).long()
             if plan.fixed:
-                return self._gather_planned(storage, traj_index, plan, k, choice)
+                return self._gather_planned(storage, traj_index, plan, picked, offset)
+            segment = plan.segments.index_select(1, k)
             return self._gather(
                 storage,
                 traj_index,
-                plan.row[k],
-                plan.col[k],
-                plan.length[k],
-                plan.terminal[k],
-                plan.low[k] + choice,
+                segment[0],
+                segment[1],
+                segment[2],
+                segment[3] != 0,
+                offset - plan.left,
                 plan,
             )
 
@@ -320,19 +318,20 @@ class SliceSampler(Sampler):
         storage: Any,
         traj_index: TrajectoryIndex,
         plan: _Plan,
-        k: torch.Tensor,
+        picked: torch.Tensor,
         offset: torch.Tensor,
     ) -> tuple[Any, dict[str, Any]]:
-        """The fixed-length fast path: slices ``k`` of the plan, starting at ``offset``."""
-        start = plan.row.index_select(0, k) + offset
-        rows = self._fixed_slices(start, plan.steps, traj_index.rows if plan.wraps else 0).view(-1)
-        cols = plan.col[k].repeat_interleave(plan.seq_len) if traj_index.cols > 1 else None
-        index = self._to_storage_index(storage, rows, cols)
+        """The fixed-length fast path: ``picked`` plan columns, slices starting at ``offset``."""
+        seq_len = plan.seq_len
+        rows = self._fixed_slices(
+            picked[0] + offset, plan.steps, traj_index.rows if plan.wraps else 0
+        )
+        cols = picked[1].repeat_interleave(seq_len) if traj_index.cols > 1 else None
+        index = self._to_storage_index(storage, rows.view(-1), cols)
         if self.truncated_key is None:
             return index, {}
-        ends = offset == plan.terminal_offset.index_select(0, k)
-        terminated = (ends.unsqueeze(-1) & plan.last_step).view(-1, 1)
-        done = plan.done_template(k.numel())
+        terminated = ((offset == picked[3]).unsqueeze(-1) & plan.last_step).view(-1, 1)
+        done = plan.done_template(offset.numel())
         return index, {
             self.truncated_key: done ^ terminated,
             self._done_key: done,
@@ -341,16 +340,12 @@ class SliceSampler(Sampler):
 
     def _pick(self, plan: _Plan, count: int) -> torch.Tensor:
         """Which eligible segments the ``count`` slices come from (uniform, with replacement)."""
-        return torch.randint(plan.row.numel(), (count,), device=plan.row.device)
-
-    def _start_range(self, length: torch.Tensor, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Lowest and highest relative start of a slice in segments of ``length`` steps."""
-        left, right = (min(s, seq_len - 1) for s in self._span_steps(seq_len))
-        low = torch.full_like(length, -left)
-        return low, torch.maximum(length - seq_len + right, low)
+        return torch.randint(plan.table.shape[1], (count,), device=plan.table.device)
 
     def _span_steps(self, seq_len: int) -> tuple[int, int]:
-        return tuple(seq_len - 1 if s is True else int(s) for s in self.span)  # type: ignore[return-value]
+        """How many steps a slice may hang over the left and right ends of its trajectory."""
+        left, right = (seq_len - 1 if s is True else min(int(s), seq_len - 1) for s in self.span)
+        return left, right
 
     def _gather(
         self,
@@ -458,16 +453,12 @@ class _Plan:
 
     version: int
     seq_len: int
-    row: torch.Tensor
-    col: torch.Tensor
-    length: torch.Tensor
-    terminal: torch.Tensor
-    low: torch.Tensor  # lowest relative start
-    choices: torch.Tensor  # number of possible starts (float, for scaling uniform draws)
+    segments: torch.Tensor  # [4, E]: row, col, length, terminal of the eligible segments
+    table: torch.Tensor  # [4, E]: row, col, number of possible starts, terminal offset
+    left: int  # steps a slice may hang over the start of its trajectory
     steps: torch.Tensor  # arange(seq_len)
     last_step: torch.Tensor  # steps == seq_len - 1
     fixed: bool  # every slice has seq_len steps (strict length, no span)
-    terminal_offset: torch.Tensor
     wraps: bool  # some eligible segment runs past the end of the cursor dim
     _done: dict[int, torch.Tensor] = field(default_factory=dict)
 

@@ -103,10 +103,10 @@ class SliceSamplerWithoutReplacement(SliceSampler):
 
     def _pick(self, plan: _Plan, count: int) -> torch.Tensor:
         return self._epoch.take(
-            plan.row.numel(),
+            plan.table.shape[1],
             count,
             key=plan.version,
-            device=plan.row.device,
+            device=plan.table.device,
             owner=type(self).__name__,
         )
 

@@ -28,12 +28,34 @@ _NEVER = -(2**62)  # the write stamp of a row that holds no data
 
 @dataclass(frozen=True)
 class Segments:
-    """The valid segments of the storage at one version (one entry per segment)."""
+    """The valid segments of the storage at one version, as one ``[4, count]`` table."""
 
-    row: torch.Tensor  # first row of the segment
-    col: torch.Tensor  # its column
-    length: torch.Tensor  # number of elements (rows), wrapping around the cursor dim
-    terminal: torch.Tensor  # the last element ends its trajectory (not cut by the cursor)
+    table: torch.Tensor  # rows: first row, column, length (wrapping), terminal (0/1)
+
+    @property
+    def count(self) -> int:
+        """Number of segments."""
+        return self.table.shape[1]
+
+    @property
+    def row(self) -> torch.Tensor:
+        """First row of each segment."""
+        return self.table[0]
+
+    @property
+    def col(self) -> torch.Tensor:
+        """Column of each segment."""
+        return self.table[1]
+
+    @property
+    def length(self) -> torch.Tensor:
+        """Number of elements (rows) of each segment, wrapping around the cursor dim."""
+        return self.table[2]
+
+    @property
+    def terminal(self) -> torch.Tensor:
+        """Whether each segment's last element ends its trajectory (not cut by the cursor)."""
+        return self.table[3] != 0
 
 
 class TrajectoryIndex:
@@ -141,9 +163,9 @@ class TrajectoryIndex:
         same_col = torch.roll(col, -1) == col
         same_col[-1:] = False
         nxt = torch.where(same_col, following, starts[first] + self.rows)
-        valid = self._stamp.index_select(0, row) >= 0
-        row, col, length = row[valid], col[valid], (nxt - starts)[valid]
-        return Segments(row=row, col=col, length=length, terminal=self._terminal(row, col, length))
+        length = nxt - starts
+        table = torch.stack([row, col, length, self._terminal(row, col, length).long()])
+        return Segments(table[:, self._stamp.index_select(0, row) >= 0])
 
     def _terminal(self, row: torch.Tensor, col: torch.Tensor, length: torch.Tensor) -> torch.Tensor:
         """Whether each segment's last element is a recorded trajectory end."""
