@@ -74,11 +74,14 @@ class _Layout:
         self.tree_spec = tree_spec
         self.ndim = ndim
         self.shape = storage_td.batch_size
+        self.inner = tuple(self.shape[1:])
+        self.per_row = self.shape[1:].numel()
         self.keys = [key for key, _ in storage_td.items(True, True)]
         # plain-tensor views: indexing a MemoryMappedTensor subclass is slower
         self.tensors = [_plain(storage_td.get(key)) for key in self.keys]
         self.by_key = dict(zip(self.keys, self.tensors, strict=True))
         self.tails = {key: t.shape[ndim:] for key, t in self.by_key.items()}
+        self.nested = any(isinstance(key, tuple) for key in self.keys)
 
     def match(self, data: Any, lead: torch.Size) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Pair each storage tensor with the incoming leaf; raise on any mismatch.
@@ -124,7 +127,7 @@ class _Layout:
     def build(self, flat: dict[Any, torch.Tensor], batch_size: torch.Size) -> Any:
         """Rebuild the user-facing object from gathered leaves (no re-validation)."""
         if self.tree_spec is None:
-            return TensorDict._new_unsafe(_nest(flat), batch_size=batch_size)
+            return TensorDict._new_unsafe(_nest(flat) if self.nested else flat, batch_size=batch_size)
         return _pytree.tree_unflatten([flat[key] for key in self.keys], self.tree_spec)
 
     def _describe(self) -> str:

@@ -139,11 +139,11 @@ class TensorStorage(Storage):
     def __len__(self) -> int:
         if self._storage is None:
             return 0
-        return int(self._len_value) * self._per_row
+        return int(self._len_value) * self._layout.per_row
 
     @property
     def _per_row(self) -> int:
-        return self._storage.batch_size[1:].numel() if self._storage is not None else 1
+        return self._layout.per_row if self._layout is not None else 1
 
     @property
     def _len_along_dim0(self) -> int:
@@ -212,14 +212,17 @@ class TensorStorage(Storage):
         Raises:
             RuntimeError: if nothing was ever written.
         """
-        layout = self._require_layout()
+        layout = self._layout
+        if layout is None:
+            self._require_layout()
+        if type(index) is torch.Tensor and index.dim() == 1 and index.dtype == torch.long:
+            # the sampling hot path: one index_select per leaf, no re-validation
+            pairs = zip(layout.keys, layout.tensors, strict=True)
+            flat = {key: tensor.index_select(0, index) for key, tensor in pairs}
+            return layout.build(flat, torch.Size((index.shape[0], *layout.inner)))
         if isinstance(index, list):
             index = torch.as_tensor(index, dtype=torch.long)
-        pairs = zip(layout.keys, layout.tensors, strict=True)
-        if isinstance(index, torch.Tensor) and index.ndim == 1 and index.dtype == torch.long:
-            flat = {key: tensor.index_select(0, index) for key, tensor in pairs}
-        else:
-            flat = {key: tensor[index] for key, tensor in pairs}
+        flat = {key: tensor[index] for key, tensor in zip(layout.keys, layout.tensors, strict=True)}
         first = flat[layout.keys[0]]
         batch_size = first.shape[: first.ndim - len(layout.tails[layout.keys[0]])]
         return layout.build(flat, batch_size)
