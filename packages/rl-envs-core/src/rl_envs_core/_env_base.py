@@ -37,6 +37,11 @@ def _next_seed(seed: int) -> int:
     return int(torch.randint(0, 2**32 - 1, (), generator=generator))
 
 
+def _key_list(name: str, doc: str) -> property:
+    """A read-only property returning a copy of one cached key list."""
+    return property(lambda self: list(self._key_cache()[name]), doc=doc)
+
+
 class EnvBase(nn.Module):
     """Abstract environment parent class.
 
@@ -191,25 +196,12 @@ class EnvBase(nn.Module):
             )
         return keys[0]
 
-    action_keys = property(
-        lambda self: list(self._key_cache()["action_keys"]), doc="Leaf keys of full_action_spec."
-    )
-    reward_keys = property(
-        lambda self: list(self._key_cache()["reward_keys"]), doc="Leaf keys of full_reward_spec."
-    )
-    done_keys = property(
-        lambda self: list(self._key_cache()["done_keys"]), doc="Leaf keys of full_done_spec."
-    )
-    state_keys = property(
-        lambda self: list(self._key_cache()["state_keys"]), doc="Leaf keys of full_state_spec."
-    )
-    observation_keys = property(
-        lambda self: list(self._key_cache()["observation_keys"]),
-        doc="Leaf keys of full_observation_spec.",
-    )
-    reset_keys = property(
-        lambda self: list(self._key_cache()["reset_keys"]), doc="One '_reset' key per done level."
-    )
+    action_keys = _key_list("action_keys", "Leaf keys of full_action_spec.")
+    reward_keys = _key_list("reward_keys", "Leaf keys of full_reward_spec.")
+    done_keys = _key_list("done_keys", "Leaf keys of full_done_spec (root level first).")
+    state_keys = _key_list("state_keys", "Leaf keys of full_state_spec.")
+    observation_keys = _key_list("observation_keys", "Leaf keys of full_observation_spec.")
+    reset_keys = _key_list("reset_keys", "One '_reset' key per done level.")
     action_key = property(
         lambda self: self._single_key("action"), doc="The action key (one action only)."
     )
