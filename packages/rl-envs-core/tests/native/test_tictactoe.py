@@ -82,6 +82,12 @@ class TestTicTacToeEnv(EnvContract):
         td["mask"][:, :8] = False
         assert env.rand_action(td)["action"].eq(8).all()
 
+    def test_rand_action_without_mask_uses_every_cell(self):
+        env = TicTacToeEnv()
+        env.set_seed(0)
+        cells = env.rand_action(TensorDict(batch_size=[500]))["action"]
+        assert set(cells.tolist()) == set(range(9))
+
     def test_random_rollout_ends_by_nine_moves(self):
         env = TicTacToeEnv()
         env.set_seed(1)
@@ -172,8 +178,6 @@ class TestTicTacToeEnvErrors:
 
     def test_missing_mask(self):
         env = TicTacToeEnv()
-        with pytest.raises(KeyError, match=r"'mask'"):
-            env.rand_action(TensorDict())
         td = env.reset().exclude("mask")
         td["action"] = torch.tensor(0)
         with pytest.raises(KeyError, match=r"missing \['mask'\]"):

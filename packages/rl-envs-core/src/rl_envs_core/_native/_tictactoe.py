@@ -161,11 +161,14 @@ class TicTacToeEnv(EnvBase):
         return cells.to(mask.device).reshape(mask.shape[:-1])
 
     def rand_action(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:
-        """Write a uniformly drawn legal ``"action"`` into ``tensordict``.
+        """Write a uniformly drawn ``"action"`` into ``tensordict``.
+
+        The cells are drawn among those flagged by the ``"mask"`` entry when there is
+        one, among all nine otherwise.
 
         Args:
-            tensordict (TensorDictBase, optional): the current game(s), with their
-                ``"mask"``. Defaults to ``None`` (a fresh game from :meth:`reset`).
+            tensordict (TensorDictBase, optional): the current game(s). Defaults to
+                ``None`` (a fresh game from :meth:`reset`).
 
         Returns:
             The tensordict, with its ``"action"`` entry set.
@@ -173,12 +176,8 @@ class TicTacToeEnv(EnvBase):
         if tensordict is None:
             tensordict = self.reset()
         mask = tensordict.get("mask", None)
-        if mask is None:
-            raise KeyError(
-                f"TicTacToeEnv.rand_action expected a 'mask' entry, got keys "
-                f"{entry_names(tensordict)}. Pass the output of env.reset() "
-                f"or of the previous step."
-            )
+        if mask is None:  # no mask: any of the 9 cells
+            mask = torch.ones((*tensordict.batch_size, 9), dtype=torch.bool)
         tensordict.set("action", self._random_cells(mask))
         return tensordict
 
