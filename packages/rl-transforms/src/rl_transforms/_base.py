@@ -380,30 +380,31 @@ class Compose(Transform):
         for t in items:
             t.set_container(self)
         self.transforms = nn.ModuleList(items)
+        self.__dict__["_chain"] = tuple(items)
 
     # ------------------------------------------------------------------ chain
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
-        for t in self.transforms:
+        for t in self.__dict__["_chain"]:
             next_tensordict = t._call(next_tensordict)
         return next_tensordict
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        for t in self.transforms:
+        for t in self.__dict__["_chain"]:
             next_tensordict = t._step(tensordict, next_tensordict)
         return next_tensordict
 
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
-        for t in self.transforms:
+        for t in self.__dict__["_chain"]:
             tensordict_reset = t._reset(tensordict, tensordict_reset)
         return tensordict_reset
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
-        for t in reversed(self.transforms):
+        for t in reversed(self.__dict__["_chain"]):
             tensordict = t._inv_call(tensordict)
         return tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        for t in self.transforms:
+        for t in self.__dict__["_chain"]:
             tensordict = t(tensordict)
         return tensordict
 
@@ -486,6 +487,7 @@ class Compose(Transform):
         transform = as_transform(transform)
         transform.set_container(self)
         self.transforms.append(transform)
+        self.__dict__["_chain"] = tuple(self.transforms)
         self._notify()
 
     def insert(self, index: int, transform: Transform | TDCallable) -> None:
@@ -506,6 +508,7 @@ class Compose(Transform):
         items = list(self.transforms)
         items.insert(index, transform)
         self.transforms = nn.ModuleList(items)
+        self.__dict__["_chain"] = tuple(items)
         self._notify()
 
     def __getitem__(self, item: int | slice | Sequence[int]) -> Transform:

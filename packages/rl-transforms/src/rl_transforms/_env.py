@@ -75,6 +75,7 @@ class TransformedEnv(EnvBase):
         super().__init__(device=base_env.device, batch_size=base_env.batch_size, **kwargs)
         self.__dict__["_cache_specs"] = cache_specs
         self.base_env = base_env
+        self.__dict__["_base"] = base_env
         self._set_transform(transform)
 
     # ------------------------------------------------------------------ transform chain
@@ -154,19 +155,19 @@ class TransformedEnv(EnvBase):
     @property
     def batch_locked(self) -> bool:  # type: ignore[override]
         """Whether the batch size is fixed (that of the base env)."""
-        return self.base_env.batch_locked
+        return self.__dict__["_base"].batch_locked
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         transform = self.__dict__["_t"]
         state = tensordict
         if self.__dict__["_has_inv"]:
             state = transform._inv_call(tensordict.copy())
-        next_tensordict = self.base_env.step(state).get("next")
+        next_tensordict = self.__dict__["_base"].step(state).get("next")
         return transform._step(tensordict, next_tensordict)
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:  # Any: backend kwargs
         base_input = tensordict.copy() if tensordict is not None else None
-        out = self.base_env.reset(base_input, **kwargs)
+        out = self.__dict__["_base"].reset(base_input, **kwargs)
         if tensordict is None:
             tensordict = TensorDict(batch_size=self.batch_size, device=self.device)
         return self.__dict__["_t"]._reset(tensordict, out)
