@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -228,6 +231,12 @@ class TestEnvBase:
         env.full_observation_spec = Composite(observation=Unbounded(shape=(1,), dtype=torch.int64))
         with pytest.raises(AssertionError, match="dtype mismatch"):
             env.check_env_specs()
+
+    @pytest.mark.parametrize("copier", [lambda e: pickle.loads(pickle.dumps(e)), copy.deepcopy])
+    def test_env_survives_pickle_and_deepcopy(self, copier):
+        env = copier(CountingEnv(max_steps=2, batch_size=[2]))
+        assert env.is_spec_locked
+        assert env.rollout(5)["next", "done"][:, -1].all()
 
     def test_repr_and_close(self):
         env = CountingEnv()
