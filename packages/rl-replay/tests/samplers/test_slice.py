@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 from tensordict import TensorDict
 
 from rl_replay import LazyTensorStorage, ListStorage, ReplayBuffer
-from rl_replay.samplers import SliceSampler
+from rl_replay.samplers import PrioritizedSliceSampler, SliceSampler
 
 KEYS = {"traj": {"traj_key": "ep"}, "end": {"end_key": ("next", "done")}}
 DRAWS = 3000  # slices per check: every valid start is reached with overwhelming probability
@@ -297,3 +299,78 @@ class TestSliceSampler:
         expected = rb._sampler.sample(rb._storage, 8)[0]
         torch.manual_seed(3)
         assert torch.equal(other._sampler.sample(other._storage, 8)[0], expected)
+
+    @pytest.mark.parametrize("cls", ["slice", "prioritized"])
+    def test_in_place_write_updates_boundaries(self, cls):
+        sampler = (
+            SliceSampler(slice_len=5, traj_key="ep")
+            if cls == "slice"
+            else PrioritizedSliceSampler(10, 1.0, 1.0, slice_len=5, traj_key="ep")
+        )
+        rb = ReplayBuffer(storage=LazyTensorStorage(10), sampler=sampler)
+        rb.extend(TensorDict({"ep": torch.zeros(10, dtype=torch.long)}, [10]))
+        rb[5:] = TensorDict({"ep": torch.ones(5, dtype=torch.long)}, [5])
+        starts = {rb._sampler.sample(rb._storage, 5)[0][0].item() for _ in range(60)}
+        assert starts == {0, 5}
+        rb[torch.tensor([2])] = TensorDict({"ep": torch.ones(1, dtype=torch.long)}, [1])
+        starts = {rb._sampler.sample(rb._storage, 5)[0][0].item() for _ in range(20)}
+        assert starts == {5}
+
+    def test_concurrent_extend_and_sample(self):
+        capacity = 2000
+        rb = ReplayBuffer(
+            storage=LazyTensorStorage(capacity), sampler=SliceSampler(num_slices=4, traj_key="ep")
+        )
+        rb.extend(TensorDict({"ep": torch.arange(capacity) // 50}, [capacity]))
+        sampler, storage = rb._sampler, rb._storage
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def writer():
+            try:
+                for i in range(100):
+                    # write straight to storage + sampler: only the sampler's own lock protects it
+                    rows = (torch.arange(50) + 50 * i) % capacity
+                    storage.set(
+                        rows,
+                        TensorDict({"ep": torch.full((50,), 1000 + i)}, [50]),
+                        set_cursor=False,
+                    )
+                    sampler.extend(rows)
+            except BaseException as err:  # surfaced by the assert below
+                errors.append(err)
+            finally:
+                stop.set()
+
+        def reader():
+            try:
+                while not stop.is_set():
+                    index, _ = sampler.sample(storage, 40)
+                    assert bool((index.view(4, 10).diff(dim=1) % capacity == 1).all())
+            except BaseException as err:
+                errors.append(err)
+
+        threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        ep = storage._get_entry("ep")
+        for _ in range(10):
+            index, _ = sampler.sample(storage, 40)
+            assert bool((ep[index].view(4, 10).diff(dim=1) == 0).all())
+
+    @pytest.mark.cuda
+    @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+    @pytest.mark.parametrize("where", ["storage", "use_gpu"])
+    def test_cuda(self, where):
+        device = "cuda" if where == "storage" else "cpu"
+        sampler = SliceSampler(num_slices=2, traj_key="ep", use_gpu=where == "use_gpu")
+        rb = ReplayBuffer(storage=LazyTensorStorage(40, device=device), sampler=sampler)
+        rb.extend(TensorDict({"ep": torch.arange(40) // 10}, [40], device=device))
+        index, _ = rb._sampler.sample(rb._storage, 8)
+        assert index.device.type == torch.device(device).type
+        assert rb._sampler._index.device.type == "cuda"
+        ep = rb._storage._get_entry("ep")[index].view(2, 4)
+        assert bool((ep == ep[:, :1]).all())

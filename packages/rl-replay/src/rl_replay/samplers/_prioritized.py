@@ -14,6 +14,7 @@ from rl_replay.samplers.base import (
     check_not_empty,
     device_of,
     ravel,
+    rows_of,
     unravel,
 )
 
@@ -166,7 +167,12 @@ class PrioritizedSampler(Sampler):
 
     def mark_update(self, index: Any, *, storage: Any = None) -> None:  # Any: storage index form
         """Reset the elements at ``index`` (overwritten in place) to the default priority."""
-        flat = self._flat_index(index, storage)
+        storage = self._storage if storage is None else storage
+        if isinstance(index, tuple) and storage is not None and len(index) == len(storage.shape):
+            flat = ravel(index, storage)  # a full multi-dim index: exactly these elements
+        else:
+            rows = storage.shape[0] if storage is not None else self._max_capacity
+            flat = self._written_positions(rows_of(index, rows))
         self._set_values(flat, self._default_value())
 
     def _written_positions(self, index: torch.Tensor) -> torch.Tensor:

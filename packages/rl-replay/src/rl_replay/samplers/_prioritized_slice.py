@@ -120,6 +120,11 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         SliceSampler.extend(self, index)
         PrioritizedSampler.extend(self, index)
 
+    def mark_update(self, index: Any, *, storage: Any = None) -> None:  # Any: storage index form
+        """Re-read the boundaries of rows overwritten in place and reset their priority."""
+        SliceSampler.mark_update(self, index, storage=storage)
+        PrioritizedSampler.mark_update(self, index, storage=storage)
+
     def sample(self, storage: Any, batch_size: int) -> tuple[Any, dict[str, Any]]:
         """Draw slices whose starts follow the priorities.
 

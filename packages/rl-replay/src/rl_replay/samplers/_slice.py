@@ -17,7 +17,13 @@ import torch
 from tensordict import NestedKey, is_tensor_collection, unravel_key
 
 from rl_replay.samplers._trajectories import Segments, TrajectoryIndex
-from rl_replay.samplers.base import Sampler, check_batch_size, check_not_empty, device_of
+from rl_replay.samplers.base import (
+    Sampler,
+    check_batch_size,
+    check_not_empty,
+    device_of,
+    rows_of,
+)
 
 __all__ = ["SliceSampler"]
 
@@ -178,6 +184,15 @@ class SliceSampler(Sampler):
             traj_index = self._ensure_index(storage)
             values = self._read_values(storage, rows, traj_index.cols)
             traj_index.write(rows, values)
+
+    def mark_update(self, index: Any, *, storage: Any = None) -> None:  # Any: storage index form
+        """Re-read the trajectory ids / end flags of rows overwritten in place (``rb[i] = ...``)."""
+        if self._index is None or self._static[1] is not None or self._storage is None:
+            return
+        rows = rows_of(index, self._index.rows)
+        with self._lock:
+            values = self._read_values(self._storage, rows, self._index.cols)
+            self._index.rewrite(rows, values)
 
     def _ensure_index(self, storage: Any) -> TrajectoryIndex:
         if self._index is None:

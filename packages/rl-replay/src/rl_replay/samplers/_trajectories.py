@@ -118,6 +118,19 @@ class TrajectoryIndex:
             rows, values = rows[order], values[order]
         self._stamp[rows] = order + self._counter
         self._counter += count
+        self._refresh(rows, values)
+
+    def rewrite(self, rows: torch.Tensor, values: torch.Tensor) -> None:
+        """Record that ``rows`` were overwritten in place (write order unchanged)."""
+        device = self.device
+        rows = rows.to(device=device, dtype=torch.long).reshape(-1)
+        keep = self._stamp.index_select(0, rows) >= 0
+        if bool(keep.any()):
+            values = values.to(device=device, dtype=torch.long).reshape(rows.numel(), self.cols)
+            self._refresh(rows[keep], values[keep])
+
+    def _refresh(self, rows: torch.Tensor, values: torch.Tensor) -> None:
+        """Store the values of ``rows`` and recompute the breaks they can change."""
         self._values[:, rows] = values.T
         touched = torch.unique(torch.cat([rows, (rows + 1) % self.rows]))
         flags = self._is_break(touched)  # [cols, n_touched]

@@ -166,6 +166,15 @@ def ravel(index: Any, storage: Any) -> torch.Tensor:
     return torch.as_tensor(index, dtype=torch.long).reshape(-1)
 
 
+def rows_of(index: Any, rows: int) -> torch.Tensor:
+    """The cursor-dim rows an in-place write touched (int, slice, tensor or tuple index)."""
+    if isinstance(index, tuple):
+        index = index[0]
+    if isinstance(index, slice):
+        return torch.arange(rows)[index]
+    return torch.as_tensor(index, dtype=torch.long).reshape(-1).unique()
+
+
 def check_batch_size(batch_size: Any, owner: str) -> int:
     """Validate a sample batch size."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
