@@ -51,9 +51,27 @@ class TestTorchStack:
         stacked = torch.stack(hetero_composites(), dim=0)
         assert type(stacked) is StackedComposite and isinstance(stacked, Composite)
 
-    def test_mixed_classes_raise(self):
-        with pytest.raises(TypeError, match="of one class"):
-            torch.stack([Categorical(3, shape=(3,)), OneHot(3)])
+    def test_mixed_classes_stack_lazily_and_keep_each_member(self):
+        stacked = torch.stack([Bounded(-1, 1, shape=(1,)), OneHot(2)])
+        assert type(stacked) is Stacked and stacked.shape == (2, -1)
+        assert stacked.dtype is None and stacked.domain == "mixed"
+        assert isinstance(stacked[0], Bounded) and isinstance(stacked[1], OneHot)
+        with pytest.raises(RuntimeError, match=r"dtypes \['torch.float32', 'torch.bool'\]"):
+            stacked.rand()
+
+    def test_mixed_classes_of_one_dtype_keep_the_dtype(self):
+        stacked = torch.stack([Categorical(3, shape=(3,)), OneHot(3)])
+        assert stacked.dtype is None  # int64 indices beside bool one-hot
+        same = torch.stack([Bounded(-1, 1, shape=(2,)), Unbounded(shape=(2,))])
+        assert same.dtype == torch.float32 and same.rand().shape == (2, 2)
+
+    def test_stacked_composite_of_different_envs_lists_its_leaves(self):
+        pool = torch.stack([Composite(action=Bounded(-1, 1, shape=(1,))), Composite(action=OneHot(2))])
+        assert list(pool.keys(True, True)) == ["action"]
+        assert type(pool["action"]) is Stacked
+        sample = pool.rand()
+        assert sample[0]["action"].dtype == torch.float32 and sample[1]["action"].dtype == torch.bool
+        assert pool.is_in(sample)
 
     def test_rank_mismatch_raises(self):
         with pytest.raises(ValueError, match="same number of dims"):

@@ -58,8 +58,10 @@ def _check_members(specs: Sequence[Any], dim: int, *, owner: str) -> int:
 def _stack_specs(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
     """``torch.stack`` for specs: an expanded spec when all are equal, a lazy stack otherwise.
 
+    Specs of different classes (a continuous action beside a one-hot one, as in a pool of
+    different envs) stack lazily too: each member keeps its class.
+
     Raises:
-        TypeError: if the specs are of different classes.
         ValueError: if their ranks or devices differ, or ``dim`` is out of range.
     """
     specs = list(specs)
@@ -70,12 +72,6 @@ def _stack_specs(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
         return first.unsqueeze(pos).expand(shape)
     if all(isinstance(spec, Composite) for spec in specs):
         return StackedComposite(*specs, dim=pos)
-    kinds = {type(spec) for spec in specs}
-    if len(kinds) != 1:
-        raise TypeError(
-            f"torch.stack expected specs of one class, got {sorted(k.__name__ for k in kinds)}. "
-            "Convert them to one spec class first."
-        )
     return Stacked(*specs, dim=pos)
 
 
@@ -261,11 +257,13 @@ class Stacked(_StackMixin, TensorSpec):
 
     ``torch.stack`` of leaf specs that differ (e.g. agents with different observation
     sizes) gives a ``Stacked``; its shape has ``-1`` where the members' sizes differ.
-    Generated data is a dense stack when the members' shapes agree, and a nested
-    tensor otherwise.
+    Generated data is a dense stack when the members' shapes and dtypes agree, and a
+    nested tensor otherwise. Members may be of different classes (envs with different
+    action spaces in one pool); ``dtype`` and ``domain`` are then ``None`` and
+    ``"mixed"`` where the members disagree.
 
     Args:
-        *specs (TensorSpec): the members, of one class, rank and device.
+        *specs (TensorSpec): the members, of one rank and device.
         dim (int): the stack dim in the stacked shape.
 
     Raises:
@@ -334,12 +332,23 @@ class Stacked(_StackMixin, TensorSpec):
     def __init__(self, *specs: TensorSpec, dim: int) -> None:
         pos = _check_members(specs, dim, owner="Stacked")
         first = specs[0]
-        super().__init__(_merged_shape(specs, pos), None, first.device, first.dtype, first.domain)
+        dtypes = {spec.dtype for spec in specs}
+        domains = {spec.domain for spec in specs}
+        dtype = first.dtype if len(dtypes) == 1 else None
+        domain = first.domain if len(domains) == 1 else "mixed"
+        super().__init__(_merged_shape(specs, pos), None, first.device, dtype, domain)
         self._specs = list(specs)
         self.dim = pos
 
     def _member_data(self, shape: ShapeLike | None, method: str) -> torch.Tensor:
         lead = torch.Size([]) if shape is None else _as_shape(shape, owner=f"Stacked.{method}")
+        if self.dtype is None:
+            raise RuntimeError(
+                f"Stacked.{method}() cannot build one tensor from members of dtypes "
+                f"{[str(m.dtype) for m in self._specs]}. Call {method}() on each member "
+                f"(spec.unbind({self.dim})), or on the enclosing StackedComposite, whose "
+                "data is a lazy stack of the members' tensordicts."
+            )
         values = [getattr(m, method)(lead) for m in self._specs]
         if len({v.shape for v in values}) == 1:
             return torch.stack(values, len(lead) + self.dim)
