@@ -25,6 +25,10 @@ class TestGymEnv:
         env = GymEnv("Pendulum-v1", g=9.81)
         assert env.unwrapped.g == 9.81
 
+    def test_env_base_kwargs_stay_with_the_wrapper(self):
+        env = GymEnv("Pendulum-v1", run_type_checks=True, allow_done_after_reset=True, device="cpu")
+        assert env.run_type_checks and env.allow_done_after_reset
+
     def test_render_mode_reaches_gym_make(self, toy_env_id):
         assert GymEnv(toy_env_id, render_mode="rgb_array").render_mode == "rgb_array"
 

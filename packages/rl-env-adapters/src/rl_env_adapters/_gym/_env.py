@@ -25,6 +25,7 @@ _WRAPPER_KWARGS = frozenset(
         "spec_locked",
         "auto_reset",
         "auto_reset_replace",
+        "run_type_checks",
     }
 )
 
