@@ -44,6 +44,8 @@ def leaf_keys(td: TensorDictBase) -> list[NestedKey]:
 
 
 def _is_nested(value: object) -> bool:
+    if type(value) is torch.Tensor:  # the common case, without the ABC instance check
+        return False
     return isinstance(value, TensorDictBase) and not is_non_tensor(value)
 
 
