@@ -112,7 +112,9 @@ class GymWrapper(GymLikeEnv):
         state["_batched"] = batched
         state["_autoreset_mode"] = _compat.autoreset_mode(env) if batched else None
         kwargs.setdefault("batch_size", torch.Size([env.num_envs] if batched else []))
+        run_type_checks = bool(kwargs.pop("run_type_checks", False))  # GymLikeEnv drops it
         super().__init__(env=env, **kwargs)
+        self.run_type_checks = run_type_checks
 
     @staticmethod
     def _add_pixels(env: Any, pixels_only: bool) -> Any:
