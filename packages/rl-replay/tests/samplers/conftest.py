@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 import pytest
 import torch
 from tensordict import TensorDict
@@ -115,3 +118,39 @@ def make_counting_storage():
 @pytest.fixture
 def make_write_log():
     return WriteLog
+
+
+def run_concurrently(write: Callable[[], None], read: Callable[[], None]) -> list[BaseException]:
+    """Run ``write`` once in one thread while another thread calls ``read`` in a loop.
+
+    Returns the exceptions raised on either side (empty when both behaved).
+    """
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def writer():
+        try:
+            write()
+        except BaseException as err:  # collected and returned to the test
+            errors.append(err)
+        finally:
+            done.set()
+
+    def reader():
+        try:
+            while not done.is_set():
+                read()
+        except BaseException as err:  # collected and returned to the test
+            errors.append(err)
+
+    threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+@pytest.fixture
+def concurrently():
+    return run_concurrently

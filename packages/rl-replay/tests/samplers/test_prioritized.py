@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 import torch
@@ -234,38 +233,22 @@ class TestPrioritizedSampler:
         with pytest.raises((ValueError, FileNotFoundError), match="tensors"):
             sampler.loads(tmp_path / "s")
 
-    def test_concurrent_sample_and_update_keep_trees_consistent(self):
+    def test_concurrent_sample_and_update_keep_trees_consistent(self, concurrently):
         capacity = 5000
         sampler = filled(torch.rand(capacity) + 0.1, alpha=0.6, beta=0.4, dtype=torch.float64)
-        errors: list[BaseException] = []
-        stop = threading.Event()
 
-        def writer():
-            try:
-                for _ in range(200):
-                    index = torch.randint(capacity, (64,))
-                    sampler.update_priority(index, torch.rand(64) + 0.1)
-                    sampler.extend(torch.randint(capacity, (8,)))
-            except BaseException as err:  # surfaced by the assert below
-                errors.append(err)
-            finally:
-                stop.set()
+        def write():
+            for _ in range(200):
+                index = torch.randint(capacity, (64,))
+                sampler.update_priority(index, torch.rand(64) + 0.1)
+                sampler.extend(torch.randint(capacity, (8,)))
 
-        def reader():
-            try:
-                while not stop.is_set():
-                    index, info = sampler.sample(Sized(capacity), 64)
-                    assert bool(((index >= 0) & (index < capacity)).all())
-                    assert bool((info["priority_weight"] <= 1 + 1e-9).all())
-            except BaseException as err:
-                errors.append(err)
+        def read():
+            index, info = sampler.sample(Sized(capacity), 64)
+            assert bool(((index >= 0) & (index < capacity)).all())
+            assert bool((info["priority_weight"] <= 1 + 1e-9).all())
 
-        threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        assert concurrently(write, read) == []
         leaves = sampler._sum_tree.leaves
         assert float(sampler._sum_tree.total()) == pytest.approx(float(leaves.sum()), rel=1e-12)
         assert float(sampler._min_tree.total()) == float(leaves.min())

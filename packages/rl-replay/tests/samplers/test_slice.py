@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -316,46 +314,27 @@ class TestSliceSampler:
         starts = {rb._sampler.sample(rb._storage, 5)[0][0].item() for _ in range(20)}
         assert starts == {5}
 
-    def test_concurrent_extend_and_sample(self):
+    def test_concurrent_extend_and_sample(self, concurrently):
         capacity = 2000
         rb = ReplayBuffer(
             storage=LazyTensorStorage(capacity), sampler=SliceSampler(num_slices=4, traj_key="ep")
         )
         rb.extend(TensorDict({"ep": torch.arange(capacity) // 50}, [capacity]))
         sampler, storage = rb._sampler, rb._storage
-        errors: list[BaseException] = []
-        stop = threading.Event()
 
-        def writer():
-            try:
-                for i in range(100):
-                    # write straight to storage + sampler: only the sampler's own lock protects it
-                    rows = (torch.arange(50) + 50 * i) % capacity
-                    storage.set(
-                        rows,
-                        TensorDict({"ep": torch.full((50,), 1000 + i)}, [50]),
-                        set_cursor=False,
-                    )
-                    sampler.extend(rows)
-            except BaseException as err:  # surfaced by the assert below
-                errors.append(err)
-            finally:
-                stop.set()
+        def write():
+            for i in range(100):
+                # straight to storage + sampler: only the sampler's own lock protects it
+                rows = (torch.arange(50) + 50 * i) % capacity
+                data = TensorDict({"ep": torch.full((50,), 1000 + i)}, [50])
+                storage.set(rows, data, set_cursor=False)
+                sampler.extend(rows)
 
-        def reader():
-            try:
-                while not stop.is_set():
-                    index, _ = sampler.sample(storage, 40)
-                    assert bool((index.view(4, 10).diff(dim=1) % capacity == 1).all())
-            except BaseException as err:
-                errors.append(err)
+        def read():
+            index, _ = sampler.sample(storage, 40)
+            assert bool((index.view(4, 10).diff(dim=1) % capacity == 1).all())
 
-        threads = [threading.Thread(target=writer), threading.Thread(target=reader)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        assert concurrently(write, read) == []
         ep = storage._get_entry("ep")
         for _ in range(10):
             index, _ = sampler.sample(storage, 40)

@@ -8,13 +8,13 @@ from typing import Any
 import torch
 from tensordict import NestedKey
 
+from rl_replay.samplers._epoch import Epoch, EpochSampling
 from rl_replay.samplers._slice import SliceSampler, _Plan
-from rl_replay.samplers._without_replacement import Epoch
 
 __all__ = ["SliceSamplerWithoutReplacement"]
 
 
-class SliceSamplerWithoutReplacement(SliceSampler):
+class SliceSamplerWithoutReplacement(EpochSampling, SliceSampler):
     """Samples slices of data along the first dimension, given start and stop signals, without replacement.
 
     Works like :class:`SliceSampler`, except that within an epoch every trajectory gives at
@@ -91,15 +91,6 @@ class SliceSamplerWithoutReplacement(SliceSampler):
         self.drop_last = drop_last
         self.shuffle = shuffle
         self._epoch = Epoch(drop_last=drop_last, shuffle=shuffle)
-
-    @property
-    def ran_out(self) -> bool:  # type: ignore[override]
-        """Whether the last sample exhausted the epoch's trajectories."""
-        return self._epoch.ran_out
-
-    @ran_out.setter
-    def ran_out(self, value: bool) -> None:
-        self._epoch.ran_out = value
 
     def _pick(self, plan: _Plan, count: int) -> torch.Tensor:
         return self._epoch.take(
