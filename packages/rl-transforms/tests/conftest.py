@@ -177,3 +177,58 @@ def masked_env():
 @pytest.fixture
 def self_resetting_env():
     return SelfResettingEnv
+
+
+class MarlEnv(EnvBase):
+    """Two agents under ``"agents"``: per-agent observation, reward and done; a root done too."""
+
+    def __init__(self, max_steps: int = 3):
+        super().__init__()
+        agents = Composite(
+            observation=Unbounded(shape=(2, 1)),
+            shape=(2,),
+        )
+        self.observation_spec = Composite(agents=agents)
+        self.action_spec = Composite(agents=Composite(action=Categorical(2, shape=(2, 1)), shape=(2,)))
+        self.reward_spec = Composite(agents=Composite(reward=Unbounded(shape=(2, 1)), shape=(2,)))
+        flag = Categorical(2, shape=(2, 1), dtype=torch.bool)
+        self.done_spec = Composite(
+            done=Categorical(2, shape=(1,), dtype=torch.bool),
+            terminated=Categorical(2, shape=(1,), dtype=torch.bool),
+            agents=Composite(done=flag.clone(), terminated=flag.clone(), shape=(2,)),
+        )
+        self.max_steps = max_steps
+        self.count = 0
+
+    def _out(self):
+        done = self.count >= self.max_steps
+        agents_done = torch.full((2, 1), done)
+        return TensorDict(
+            {
+                "agents": TensorDict(
+                    {"observation": torch.full((2, 1), float(self.count)), "done": agents_done,
+                     "terminated": agents_done.clone()},
+                    [2],
+                ),
+                "done": torch.tensor([done]),
+                "terminated": torch.tensor([done]),
+            }
+        )
+
+    def _reset(self, tensordict=None, **kwargs):
+        self.count = 0
+        return self._out()
+
+    def _step(self, tensordict):
+        self.count += 1
+        out = self._out()
+        out.set(("agents", "reward"), torch.tensor([[1.0], [2.0]]))
+        return out
+
+    def _set_seed(self, seed):
+        return None
+
+
+@pytest.fixture
+def marl_env():
+    return MarlEnv

@@ -58,6 +58,14 @@ class TestStepCounter:
         with pytest.raises(RuntimeError, match=r"StepCounter counts steps of an environment"):
             StepCounter()(TensorDict())
 
+    def test_counts_per_done_level(self, marl_env):
+        env = TransformedEnv(marl_env(), StepCounter(max_steps=2))
+        data = env.rollout(5)
+        assert data["next", "agents", "step_count"].squeeze(-1).tolist() == [[1, 1], [2, 2]]
+        assert data["next", "step_count"].squeeze(-1).tolist() == [1, 2]
+        assert data["next", "agents", "truncated"][-1].all()
+        check_env_specs(env)
+
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(), StepCounter(max_steps=2)))
 
@@ -79,6 +87,23 @@ class TestRewardSum:
         t = RewardSum(in_keys=[("agents", "reward")])
         assert t.out_keys == [("agents", "episode_reward")]
         assert t.reset_keys == [("agents", "_reset")]
+
+    def test_marl_nested_rewards(self, marl_env):
+        t = RewardSum()
+        env = TransformedEnv(marl_env(), t)
+        assert t.in_keys == [("agents", "reward")] and t.out_keys == [("agents", "episode_reward")]
+        assert t.reset_keys == [("agents", "_reset")]
+        data = env.rollout(3)
+        assert data["next", "agents", "episode_reward"].squeeze(-1).tolist() == [[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]]
+        check_env_specs(env)
+
+    def test_explicit_reset_keys(self):
+        t = RewardSum(in_keys=["r"], reset_keys=["my_reset"])
+        reset = t._reset(
+            TensorDict({"episode_reward": torch.tensor([[4.0], [5.0]]), "my_reset": torch.tensor([True, False])}, [2]),
+            TensorDict({}, [2]),
+        )
+        assert reset["episode_reward"].squeeze(-1).tolist() == [0.0, 5.0]
 
     def test_reward_spec_flag_places_sum_in_reward_spec(self, counting_env):
         env = TransformedEnv(counting_env(), RewardSum(reward_spec=True))

@@ -112,11 +112,14 @@ class ActionDiscretizer(Transform):
 
     Examples:
         >>> import torch
-        >>> from tensordict import TensorDict
-        >>> t = ActionDiscretizer(4, out_action_key="action_discrete")
-        >>> t._bounds = (torch.tensor([-1.0]), torch.tensor([1.0]))
-        >>> t.inv(TensorDict({"action_discrete": torch.tensor([0])}))["action"]
-        tensor([-0.7500])
+        >>> from rl_envs_core import PendulumEnv
+        >>> from rl_transforms import TransformedEnv
+        >>> env = TransformedEnv(PendulumEnv(), ActionDiscretizer(5, out_action_key="action_discrete"))
+        >>> env.action_keys, env.full_action_spec["action_discrete"].n
+        (['action_discrete'], 5)
+        >>> td = env.reset().set("action_discrete", torch.tensor([4]))
+        >>> env.transform.inv(td)["action"]  # the median of the last interval of [-2, 2]
+        tensor([1.6000])
     """
 
     class SamplingStrategy(enum.IntEnum):
