@@ -29,6 +29,7 @@ class TestStepCounter:
         data = env.rollout(3, break_when_any_done=False)
         assert data["next", "truncated"].squeeze(-1).tolist() == [False, True, True]
         assert not data["next", "done"].any()
+        assert env.observation_spec["step_count"].is_in(data["next", "step_count"])
 
     def test_custom_keys_and_spec(self, counting_env):
         t = StepCounter(max_steps=4, step_count_key="n", truncated_key="cut")

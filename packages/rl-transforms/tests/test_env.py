@@ -41,6 +41,13 @@ class TestTransformedEnv:
         assert isinstance(env.transform, Compose) and len(env.transform) == 0
         assert (env.rollout(2)["next", "observation"].squeeze(-1) == torch.tensor([1.0, 2.0])).all()
 
+    def test_plain_callable_as_transform(self, counting_env):
+        def double(td):
+            return td.set("observation", td.get("observation") * 2)
+
+        env = TransformedEnv(counting_env(), double)
+        assert env.rollout(2)["next", "observation"].squeeze(-1).tolist() == [2.0, 4.0]
+
     def test_inherits_device_and_batch_size(self, counting_env):
         base = counting_env(batch_size=[3], device="cpu")
         env = TransformedEnv(base, StepCounter())

@@ -148,7 +148,8 @@ class StepCounter(Transform):
         self._lazy.clear()
         self._lazy["levels"] = levels
         obs = output_spec["full_observation_spec"]
-        high = self.max_steps if self.max_steps is not None else torch.iinfo(torch.int64).max
+        bounded = self.max_steps is not None and self.update_done
+        high = self.max_steps if bounded else torch.iinfo(torch.int64).max
         for level, shape in levels.items():
             obs[_nest(level, self.step_count_key)] = Bounded(
                 low=0, high=high, shape=shape, dtype=torch.int64, device=obs.device
