@@ -108,6 +108,16 @@ class TestTransform:
         assert copy.parent is None and norm.parent is not None
         assert copy.loc is norm.loc and copy is not norm
 
+    def test_clone_does_not_copy_the_cached_parent(self, counting_env):
+        from rl_transforms import FrameSkipTransform
+
+        skip = FrameSkipTransform(2)
+        env = TransformedEnv(counting_env(max_steps=10), skip)
+        env.rollout(2)
+        parent = skip._lazy["parent"]
+        copy = skip.clone()
+        assert copy._lazy == {} and skip._lazy["parent"] is parent
+
     def test_parent_is_none_without_env(self):
         t = AddOne()
         assert t.parent is None and t.container is None

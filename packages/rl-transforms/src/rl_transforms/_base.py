@@ -305,12 +305,18 @@ class Transform(nn.Module):
         """A parentless deep copy that shares this transform's buffers and parameters."""
         state = self.__dict__
         container = state["_container"]
+        transforms = [m for m in self.modules() if isinstance(m, Transform)]
+        caches = [t.__dict__["_lazy"] for t in transforms]
         state["_container"] = None
+        for t in transforms:  # caches may hold the parent env: never copy them
+            t.__dict__["_lazy"] = {}
         try:
             memo: dict[int, Any] = {id(t): t for t in (*self.buffers(), *self.parameters())}
             out = copy.deepcopy(self, memo)
         finally:
             state["_container"] = container
+            for t, cache in zip(transforms, caches):
+                t.__dict__["_lazy"] = cache
         out._clear_cache()
         return out
 
