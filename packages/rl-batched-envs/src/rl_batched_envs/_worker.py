@@ -10,6 +10,7 @@ silent past ``timeout`` seconds is shut down with a ``TimeoutError``.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import signal
@@ -51,6 +52,7 @@ def worker_main(
     num_threads: int,
 ) -> None:
     """Run one worker: build the envs, report their metadata, serve commands."""
+    gc.freeze()  # objects inherited by fork: never scanned, so never copied on write
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for other in inherited:  # pipe ends of earlier workers copied by fork
         other.close()
