@@ -151,6 +151,16 @@ class TestLazyTensorStorage(StorageContract):
         assert storage.initialized and storage.shape == (6,)
         assert storage._get_entry("obs").shape == (6, 3)
 
+    @pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.bfloat16])
+    def test_large_cpu_storage_on_huge_pages_is_usable(self, dtype):
+        storage = LazyTensorStorage(300_000)  # 300k x 8 elements: above the 2 MiB huge-page threshold
+        storage.set(torch.arange(2), TensorDict({"x": torch.ones(2, 8, dtype=dtype)}, [2]))
+        entry = storage._get_entry("x")
+        assert entry.shape == (300_000, 8) and entry.dtype == dtype and entry.is_contiguous()
+        storage.set(torch.tensor([299_999]), TensorDict({"x": torch.ones(1, 8, dtype=dtype)}, [1]))
+        assert bool(storage.get(torch.tensor([0, 299_999]))["x"].all())
+        assert pickle.loads(pickle.dumps(storage)).get(1)["x"].dtype == dtype
+
     def test_get_before_any_write_raises(self):
         with pytest.raises(RuntimeError, match="expected at least one write"):
             LazyTensorStorage(4).get(0)

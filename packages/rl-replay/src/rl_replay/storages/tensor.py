@@ -17,6 +17,7 @@ from tensordict.utils import NestedKey
 from torch.utils import _pytree
 
 from rl_replay.checkpointers.tensor import TensorStorageCheckpointer
+from rl_replay.storages._alloc import empty_storage_tensor
 from rl_replay.storages._layout import _Layout, _leaves_of, _nest
 from rl_replay.storages.base import Storage
 
@@ -97,7 +98,7 @@ class TensorStorage(Storage):
         self.max_size = td.batch_size.numel()
 
     def _allocate(self, key: NestedKey, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
-        return torch.empty(shape, dtype=dtype, device=self.device)
+        return empty_storage_tensor(shape, dtype, self.device)
 
     def _init(self, data: Any, cursor: Any) -> None:
         leaves, spec = _leaves_of(data)
