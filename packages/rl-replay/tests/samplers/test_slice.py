@@ -168,6 +168,24 @@ class TestSliceSampler:
         with pytest.raises(KeyError, match=rf"{missing}.*Available keys: \['obs'\]"):
             rb.extend(TensorDict({"obs": torch.zeros(3)}, [3]))
 
+    @pytest.mark.parametrize(
+        "kwargs, entries, missing",
+        [
+            ({"traj_key": "traj"}, {"obs": torch.zeros(3)}, "'traj'"),
+            ({}, {"obs": torch.zeros(3)}, r"\('next', 'done'\)"),
+            ({"end_key": "end"}, {"end": torch.zeros(3)}, None),
+            ({}, {"episode": torch.zeros(3)}, None),
+        ],
+    )
+    def test_check_write_before_writing(self, kwargs, entries, missing):
+        sampler = SliceSampler(num_slices=1, **kwargs)
+        data = TensorDict(entries, [3])
+        if missing is None:
+            sampler._check_write(data)
+            return
+        with pytest.raises(KeyError, match=rf"{missing}.*Available keys: \['obs'\]"):
+            sampler._check_write(data)
+
     def test_list_storage(self):
         rb = ReplayBuffer(
             storage=ListStorage(10), sampler=SliceSampler(num_slices=1, traj_key="ep")

@@ -185,6 +185,26 @@ class SliceSampler(Sampler):
             values = self._read_values(storage, rows, traj_index.cols)
             traj_index.write(rows, values)
 
+    def _check_write(self, data: Any) -> None:  # Any: whatever the buffer is about to write
+        """Raise before a write whose data lacks the trajectory / end entry.
+
+        Buffers call this before writing so that a bad write changes nothing. Data that is
+        not a tensordict is left to :meth:`extend`.
+
+        Raises:
+            KeyError: naming the missing entry and the available keys.
+        """
+        if self._static[1] is not None or not is_tensor_collection(data):
+            return
+        keys = list(data.keys(include_nested=True, leaves_only=True))
+        key = self._key if self._key is not None else (self.traj_key or self.end_key)
+        if key is None:  # defaults: "episode" when present, else ("next", "done")
+            if DEFAULT_TRAJ_KEY in keys or DEFAULT_END_KEY in keys:
+                return
+            key = DEFAULT_END_KEY
+        if key not in keys:
+            raise _missing_key(type(self).__name__, key, keys)
+
     def mark_update(self, index: Any, *, storage: Any = None) -> None:  # Any: storage index form
         """Re-read the trajectory ids / end flags of rows overwritten in place (``rb[i] = ...``)."""
         if self._index is None or self._static[1] is not None or self._storage is None:
@@ -526,9 +546,12 @@ def _read_entry(storage: Any, key: NestedKey, rows: torch.Tensor, *, owner: str)
             return torch.stack([torch.as_tensor(item.get(key)) for item in data])
         return torch.as_tensor(data.get(key))
     except KeyError:
-        keys = _storage_keys(storage)
-        raise KeyError(
-            f"{owner} expected the entry {key!r} (trajectory ids or end signals) in the stored "
-            f"data, but it is missing. Available keys: {keys}. Pass traj_key= or end_key= "
-            "naming an entry that marks the trajectories."
-        ) from None
+        raise _missing_key(owner, key, _storage_keys(storage)) from None
+
+
+def _missing_key(owner: str, key: NestedKey, keys: Any) -> KeyError:
+    return KeyError(
+        f"{owner} expected the entry {key!r} (trajectory ids or end signals) in the stored "
+        f"data, but it is missing. Available keys: {keys}. Pass traj_key= or end_key= "
+        "naming an entry that marks the trajectories."
+    )

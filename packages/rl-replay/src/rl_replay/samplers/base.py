@@ -85,6 +85,10 @@ class Sampler(abc.ABC):
         """Tell the sampler that the cursor-dim positions ``index`` were written."""
         return None
 
+    def _check_write(self, data: Any) -> None:  # Any: whatever the buffer is about to write
+        """Raise if ``data`` cannot be written for this sampler (called before any write)."""
+        return None
+
     def update_priority(
         self, index: Any, priority: float | torch.Tensor, *, storage: Any = None
     ) -> None:  # Any: an index in the storage's own form (tensor or tuple of tensors)
