@@ -16,6 +16,7 @@ from rl_replay import (
     ReplayBuffer,
     RoundRobinWriter,
     SamplerWithoutReplacement,
+    SliceSampler,
     TensorStorage,
 )
 
@@ -153,6 +154,12 @@ class TestReplayBuffer:
             rb.extend(bad)
         assert len(rb) == 3 and rb.writer._cursor == 3
         assert rb[:]["obs"].tolist() == [0.0, 1.0, 2.0]
+
+    def test_sampler_rejects_a_write_before_anything_is_stored(self):
+        rb = ReplayBuffer(storage=LazyTensorStorage(8), sampler=SliceSampler(num_slices=2, traj_key="episode"))
+        with pytest.raises(KeyError, match="episode"):
+            rb.extend(TensorDict({"obs": torch.zeros(2)}, [2]))  # the very first write
+        assert len(rb) == 0 and rb.writer._cursor == 0
 
     def test_transform_on_read_and_inv_on_write(self):
         rb = ReplayBuffer(storage=LazyTensorStorage(4), transform=_AddOne())

@@ -215,6 +215,7 @@ class ReplayBuffer:
         if self._transform.has_inv:
             data = self._transform.inv(data)
         with self._lock:
+            self._sampler._check_write(data)
             index = self._writer.add(data)
             if index is not None:
                 self._sampler.add(index)
@@ -240,6 +241,7 @@ class ReplayBuffer:
         if self.dim_extend > 0:
             data = _transpose(data, self.dim_extend)
         with self._lock:
+            self._sampler._check_write(data)
             index = self._writer.extend(data)
             self._sampler.extend(index)
         return index
