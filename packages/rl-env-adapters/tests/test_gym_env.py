@@ -25,6 +25,12 @@ class TestGymEnv:
         env = GymEnv("Pendulum-v1", g=9.81)
         assert env.unwrapped.g == 9.81
 
+    def test_attributes_of_the_base_env_are_reached_through_gym_wrappers(self):
+        env = GymEnv("Pendulum-v1", g=9.81)
+        assert env.g == 9.81  # Pendulum's attribute, behind gymnasium's TimeLimit wrapper
+        with pytest.raises(AttributeError, match="no_such_attribute"):
+            _ = env.no_such_attribute
+
     def test_env_base_kwargs_stay_with_the_wrapper(self):
         env = GymEnv("Pendulum-v1", run_type_checks=True, allow_done_after_reset=True, device="cpu")
         assert env.run_type_checks and env.allow_done_after_reset

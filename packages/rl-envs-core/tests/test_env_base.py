@@ -11,7 +11,7 @@ from tensordict import TensorDict
 
 from rl_envs_core import EnvBase, _validation
 from rl_envs_core.testing import CountingEnv
-from rl_specs import Bounded, Categorical, Composite, Unbounded
+from rl_specs import Bounded, Categorical, Composite, OneHot, Unbounded
 
 
 class BadOutputEnv(CountingEnv):
@@ -184,6 +184,16 @@ class TestEnvBase:
         env = Unlocked()
         env.action_spec = Bounded(low=-1.0, high=1.0, shape=(2,))
         assert env.rand_action(TensorDict(batch_size=[3, 4]))["action"].shape == (3, 4, 2)
+
+    def test_rand_action_draws_per_member_for_a_stack_of_different_action_classes(self):
+        env = CountingEnv(batch_size=[2])
+        env.full_action_spec = torch.stack(
+            [Composite(action=Bounded(-1.0, 1.0, shape=(1,))), Composite(action=OneHot(2))]
+        )
+        action = env.rand_action()
+        assert action.batch_size == (2,)
+        assert action[0]["action"].dtype == torch.float32 and action[0]["action"].shape == (1,)
+        assert action[1]["action"].dtype == torch.bool and int(action[1]["action"].sum()) == 1
 
     def test_rand_step_steps(self):
         env = CountingEnv()

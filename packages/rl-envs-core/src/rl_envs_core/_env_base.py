@@ -359,7 +359,11 @@ class EnvBase(nn.Module):
         extra = None
         if not self.batch_locked and tensordict.batch_dims > len(self.batch_size):
             extra = tensordict.batch_size[: tensordict.batch_dims - len(self.batch_size)]
-        for key, leaf in self._key_cache()["action_leaves"]:
+        cache = self._key_cache()
+        if not cache["action_leafwise"]:  # a lazy stack of members with their own classes
+            sample = self.full_action_spec.rand(extra)
+            return sample if not tensordict.keys() else tensordict.update(sample)
+        for key, leaf in cache["action_leaves"]:
             tensordict.set(key, leaf.rand(extra) if extra is not None else leaf.rand())
         return tensordict
 

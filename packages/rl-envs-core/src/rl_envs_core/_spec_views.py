@@ -207,6 +207,9 @@ def compute_key_cache(env: EnvBase) -> dict[str, Any]:
         keys = _sorted_keys(spec)
         cache[f"{role}_keys"] = keys
         cache[f"{role}_leaves"] = [(key, spec[key]) for key in keys]
+    # a pool of envs with different action classes has leaves that form no single tensor
+    # (dtype None): their actions are drawn per member, from the composite
+    cache["action_leafwise"] = all(leaf.dtype is not None for _, leaf in cache["action_leaves"])
     levels: dict[tuple, list[NestedKey]] = {}
     for key in cache["done_keys"]:
         levels.setdefault(as_tuple(key)[:-1], []).append(key)

@@ -287,6 +287,17 @@ class GymWrapper(GymLikeEnv):
                 return self.read_info(info, out)
         return TensorDict(source, batch_size=self.batch_size, device=self.device)
 
+    def __getattr__(self, name: str) -> Any:  # Any: whatever the gym env holds
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            # gymnasium's wrappers (TimeLimit, ...) no longer forward attributes: look
+            # through them to the base env, as `env.g` on a Pendulum expects
+            getter = getattr(self.__dict__.get("_env"), "get_wrapper_attr", None)
+            if getter is None or name.startswith("__"):
+                raise
+            return getter(name)
+
     def _set_seed(self, seed: int | None) -> None:
         _compat.seed_env(self._env, seed)
         self.__dict__["_pending_obs"] = None

@@ -27,8 +27,10 @@ Examples:
 
 from __future__ import annotations
 
-from tensordict.nn import InteractionType as ExplorationType
-from tensordict.nn import interaction_type as exploration_type
-from tensordict.nn import set_interaction_type as set_exploration_type
+# tensordict.nn.probabilistic holds the three names in every tensordict release this
+# package supports (0.14 does not re-export interaction_type from tensordict.nn)
+from tensordict.nn.probabilistic import InteractionType as ExplorationType
+from tensordict.nn.probabilistic import interaction_type as exploration_type
+from tensordict.nn.probabilistic import set_interaction_type as set_exploration_type
 
 __all__ = ["ExplorationType", "exploration_type", "set_exploration_type"]

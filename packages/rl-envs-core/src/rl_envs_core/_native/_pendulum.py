@@ -25,7 +25,6 @@ __all__ = ["PendulumEnv"]
 DEFAULT_X = math.pi
 DEFAULT_Y = 1.0
 _PARAM_KEYS = ("max_speed", "max_torque", "dt", "g", "m", "l")
-_TWO_PI = 2 * math.pi
 # The step output is valid by construction (shapes follow the input), so it skips the
 # checks of the public constructor, which cost as much as the dynamics; the public
 # constructor serves where tensordict lacks the unchecked one.
@@ -205,22 +204,28 @@ class PendulumEnv(EnvBase):
             values, th.dtype
         )
         u = action.squeeze(-1).clamp(neg_max_torque, max_torque)
-        # ((th + pi) mod 2pi) - pi keeps the angle cost in [0, pi^2]
-        costs = (th + math.pi).remainder_(_TWO_PI).sub_(math.pi).square_()
+        sin = th.sin()
+        # atan2(sin, cos) is the angle brought back to [-pi, pi]: the cost of th and
+        # th + 2k*pi is the same
+        costs = torch.atan2(sin, th.cos()).square_()
         costs.addcmul_(thdot, thdot, value=0.1).addcmul_(u, u, value=0.001)
-        new_thdot = torch.addcmul(thdot, u, torque).addcmul_(th.sin(), gravity)
+        new_thdot = torch.addcmul(thdot, u, torque).addcmul_(sin, gravity)
         new_thdot.clamp_(neg_max_speed, max_speed)
         new_th = torch.addcmul(th, new_thdot, dt)
         reward = costs.neg_().unsqueeze_(-1)
+        # one allocation for the three (always False) flags
+        done, terminated, truncated = torch.zeros(
+            (3, *reward.shape), dtype=torch.bool, device=reward.device
+        ).unbind(0)
         return _new_tensordict(
             {
                 "th": new_th,
                 "thdot": new_thdot,
                 "params": params,
                 "reward": reward,
-                "done": torch.zeros(reward.shape, dtype=torch.bool, device=reward.device),
-                "terminated": torch.zeros(reward.shape, dtype=torch.bool, device=reward.device),
-                "truncated": torch.zeros(reward.shape, dtype=torch.bool, device=reward.device),
+                "done": done,
+                "terminated": terminated,
+                "truncated": truncated,
             },
             batch_size=tensordict.batch_size,
         )
