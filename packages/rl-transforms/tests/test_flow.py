@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from tensordict import TensorDict
 
 from rl_envs_core import check_env_specs
 from rl_transforms import (
     Compose,
+    ConditionalSkip,
     EndOfLifeTransform,
     FrameSkipTransform,
     NoopResetEnv,
@@ -98,3 +100,23 @@ class TestEndOfLifeTransform:
 
     def test_check_env_specs(self, self_resetting_env):
         check_env_specs(TransformedEnv(self_resetting_env(max_steps=10, lives=True), EndOfLifeTransform()))
+
+
+class TestConditionalSkip:
+    def test_skips_where_condition_holds(self, counting_env):
+        base = counting_env(max_steps=10, batch_size=[2])
+        env = TransformedEnv(base, ConditionalSkip(lambda td: td["observation"] >= torch.tensor([[1.0], [3.0]])))
+        data = env.rollout(4)
+        assert data["next", "observation"].squeeze(-1).tolist() == [[1.0, 1.0, 1.0, 1.0], [1.0, 2.0, 3.0, 3.0]]
+
+    def test_combines_with_existing_step_mask(self):
+        t = ConditionalSkip(lambda td: torch.tensor([False, True]))
+        out = t.inv(TensorDict({"_step": torch.tensor([False, True])}, [2]))
+        assert out["_step"].tolist() == [False, False]
+
+    def test_non_callable_raises(self):
+        with pytest.raises(TypeError, match=r"ConditionalSkip expected a callable cond"):
+            ConditionalSkip(True)
+
+    def test_check_env_specs(self, counting_env):
+        check_env_specs(TransformedEnv(counting_env(max_steps=10), ConditionalSkip(lambda td: td["observation"] > 5)))

@@ -14,10 +14,11 @@ OPTIONAL_BACKENDS = ("gymnasium", "gym", "envpool", "h5py", "chess", "dm_control
 #: The seed's transform names (000 list, 001 autosummary) implemented by this package.
 DOCUMENTED = [
     "ActionDiscretizer", "ActionMask", "AutoResetEnv", "AutoResetTransform", "BinarizeReward",
-    "CatFrames", "CatTensors", "CenterCrop", "ClipTransform", "Compose", "Crop",
+    "CatFrames", "CatTensors", "CenterCrop", "ClipTransform", "Compose", "ConditionalSkip", "Crop",
     "DTypeCastTransform", "DeviceCastTransform", "DiscreteActionProjection", "DoubleToFloat",
     "EndOfLifeTransform", "ExcludeTransform", "FiniteTensorDictCheck", "FlattenObservation",
-    "FrameSkipTransform", "GrayScale", "InitTracker", "NoopResetEnv", "ObservationNorm",
+    "FrameSkipTransform", "GrayScale", "InitTracker", "LineariseRewards", "NoopResetEnv",
+    "ObservationNorm", "RandomCropTensorDict", "Reward2GoTransform",
     "PermuteTransform", "PinMemoryTransform", "RemoveEmptySpecs", "RenameTransform", "Resize",
     "RewardClipping", "RewardScaling", "RewardSum", "SelectTransform", "SignTransform",
     "SqueezeTransform", "Stack", "StepCounter", "TensorDictPrimer", "TimeMaxPool",

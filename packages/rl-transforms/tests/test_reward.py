@@ -8,7 +8,14 @@ from tensordict import TensorDict
 
 from rl_envs_core import check_env_specs
 from rl_specs import Binary, Bounded
-from rl_transforms import BinarizeReward, RewardClipping, RewardScaling, TransformedEnv
+from rl_transforms import (
+    BinarizeReward,
+    LineariseRewards,
+    Reward2GoTransform,
+    RewardClipping,
+    RewardScaling,
+    TransformedEnv,
+)
 
 
 def _reward(*values):
@@ -73,3 +80,50 @@ class TestBinarizeReward:
 
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(batch_size=[2]), BinarizeReward()))
+
+
+class TestLineariseRewards:
+    def test_weighted_sum(self):
+        t = LineariseRewards(in_keys=["reward"], weights=[1.0, -2.0])
+        assert t(TensorDict({"reward": torch.tensor([[3.0, 1.0]])}, [1]))["reward"].tolist() == [[1.0]]
+
+    def test_default_weights_sum(self):
+        t = LineariseRewards(in_keys=["r"], out_keys=["total"])
+        out = t(TensorDict({"r": torch.tensor([[1.0, 2.0, 3.0]])}, [1]))
+        assert out["total"].tolist() == [[6.0]] and out["r"].shape == torch.Size([1, 3])
+
+    def test_bad_weights_raise(self):
+        with pytest.raises(ValueError, match=r"LineariseRewards expected one weight per objective"):
+            LineariseRewards(in_keys=["r"], weights=[[1.0]])
+
+    def test_check_env_specs(self, counting_env):
+        env = TransformedEnv(counting_env(), LineariseRewards(in_keys=["reward"], weights=[3.0]))
+        assert env.rollout(1)["next", "reward"].item() == 3.0
+        check_env_specs(env)
+
+
+class TestReward2GoTransform:
+    def test_discounted_returns_restart_after_done(self):
+        traj = TensorDict(
+            {"next": {"reward": torch.ones(4, 1), "done": torch.tensor([[False], [True], [False], [False]])}}, [4]
+        )
+        out = Reward2GoTransform(gamma=0.5).inv(traj)
+        assert out["reward_to_go"].squeeze(-1).tolist() == [1.5, 1.0, 1.5, 1.0]
+        assert "reward_to_go" not in traj.keys()
+
+    def test_batched_trajectories(self):
+        traj = TensorDict({"next": {"reward": torch.ones(2, 3, 1), "done": torch.zeros(2, 3, 1, dtype=torch.bool)}}, [2, 3])
+        out = Reward2GoTransform(gamma=1.0).inv(traj)
+        assert out["reward_to_go"].squeeze(-1).tolist() == [[3.0, 2.0, 1.0], [3.0, 2.0, 1.0]]
+
+    def test_forward_is_identity(self):
+        td = TensorDict({"a": torch.zeros(1)})
+        assert Reward2GoTransform()(td) is td
+
+    def test_env_use_raises(self, counting_env):
+        with pytest.raises(RuntimeError, match=r"Reward2GoTransform needs whole trajectories"):
+            TransformedEnv(counting_env(), Reward2GoTransform())
+
+    def test_missing_reward_raises(self):
+        with pytest.raises(KeyError, match=r"Reward2GoTransform expected the entry .*next.*reward"):
+            Reward2GoTransform().inv(TensorDict({"next": {"done": torch.zeros(1, dtype=torch.bool)}}))

@@ -19,11 +19,23 @@ from rl_transforms._elementwise import (
     UnaryTransform,
 )
 from rl_transforms._env import TransformedEnv
-from rl_transforms._flow import EndOfLifeTransform, FrameSkipTransform, NoopResetEnv
+from rl_transforms._flow import (
+    ConditionalSkip,
+    EndOfLifeTransform,
+    FrameSkipTransform,
+    NoopResetEnv,
+)
 from rl_transforms._image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
 from rl_transforms._normalization import ObservationNorm, VecNorm, VecNormV2
 from rl_transforms._primer import TensorDictPrimer
-from rl_transforms._reward import BinarizeReward, RewardClipping, RewardScaling
+from rl_transforms._rb import RandomCropTensorDict
+from rl_transforms._reward import (
+    BinarizeReward,
+    LineariseRewards,
+    Reward2GoTransform,
+    RewardClipping,
+    RewardScaling,
+)
 from rl_transforms._selection import (
     ExcludeTransform,
     RemoveEmptySpecs,
@@ -53,6 +65,7 @@ __all__: list[str] = [
     "CenterCrop",
     "ClipTransform",
     "Compose",
+    "ConditionalSkip",
     "Crop",
     "DeviceCastTransform",
     "DiscreteActionProjection",
@@ -65,13 +78,16 @@ __all__: list[str] = [
     "FrameSkipTransform",
     "GrayScale",
     "InitTracker",
+    "LineariseRewards",
     "NoopResetEnv",
     "ObservationNorm",
     "PermuteTransform",
     "PinMemoryTransform",
+    "RandomCropTensorDict",
     "RemoveEmptySpecs",
     "RenameTransform",
     "Resize",
+    "Reward2GoTransform",
     "RewardClipping",
     "RewardScaling",
     "RewardSum",

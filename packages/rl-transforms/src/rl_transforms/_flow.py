@@ -1,5 +1,5 @@
 """Transforms that drive the parent env: :class:`FrameSkipTransform`,
-:class:`NoopResetEnv` and :class:`EndOfLifeTransform`.
+:class:`NoopResetEnv`, :class:`EndOfLifeTransform` and :class:`ConditionalSkip`.
 
 They step or query the parent env (the base env and the transforms before them);
 the parent is built once and cached until the chain changes.
@@ -7,6 +7,7 @@ the parent is built once and cached until the chain changes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -240,3 +241,43 @@ class EndOfLifeTransform(Transform):
         if obs.get(self.lives_key) is None:
             obs[self.lives_key] = Unbounded(shape=done.shape, dtype=torch.int64, device=done.device)
         return output_spec
+
+
+class ConditionalSkip(Transform):
+    """A transform that skips steps in the env if certain conditions are met.
+
+    Before each step, ``cond(tensordict)`` is evaluated; where it is ``True`` the base
+    env does not step and the previous values are returned.
+
+    Args:
+        cond (callable): ``tensordict -> bool`` or a boolean tensor of the batch shape.
+
+    Raises:
+        TypeError: if ``cond`` is not callable.
+
+    Examples:
+        >>> import torch
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> from rl_transforms import TransformedEnv
+        >>> env = TransformedEnv(CountingEnv(max_steps=10), ConditionalSkip(lambda td: td["observation"] >= 2))
+        >>> env.rollout(4)["next", "observation"].squeeze(-1)
+        tensor([1., 2., 2., 2.])
+    """
+
+    def __init__(self, cond: Callable[[TensorDictBase], bool | torch.Tensor]) -> None:
+        if not callable(cond):
+            raise TypeError(f"ConditionalSkip expected a callable cond, got {type(cond).__name__}.")
+        super().__init__()
+        self.cond = cond
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        skip = torch.as_tensor(self.cond(tensordict), device=tensordict.device)
+        skip = skip.reshape(*tensordict.batch_size, -1).any(-1) if tensordict.batch_dims else skip.reshape(-1).any()
+        step = ~skip
+        previous = tensordict.get("_step", None)
+        if previous is not None:
+            step = step & previous.reshape(step.shape)
+        return tensordict.set("_step", step)
+
+    def _has_inverse(self) -> bool:
+        return True

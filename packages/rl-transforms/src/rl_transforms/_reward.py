@@ -1,12 +1,14 @@
-"""Reward transforms: :class:`RewardClipping`, :class:`RewardScaling` and :class:`BinarizeReward`."""
+"""Reward transforms: :class:`RewardClipping`, :class:`RewardScaling`, :class:`BinarizeReward`,
+:class:`LineariseRewards` and :class:`Reward2GoTransform`."""
 
 from __future__ import annotations
 
 import torch
+from tensordict import NestedKey, TensorDictBase
 
-from rl_specs import Binary, Bounded, TensorSpec, Unbounded
+from rl_specs import Binary, Bounded, Composite, TensorSpec, Unbounded
 from rl_transforms._base import Transform
-from rl_transforms._key_lists import KeyArg
+from rl_transforms._key_lists import KeyArg, missing_key_error
 
 
 def _reward_keys(in_keys: KeyArg) -> KeyArg:
@@ -141,3 +143,126 @@ class BinarizeReward(Transform):
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         n = spec.shape[-1] if len(spec.shape) else 1
         return Binary(n=n, shape=spec.shape, dtype=torch.int8, device=spec.device)
+
+
+class LineariseRewards(Transform):
+    """Transforms a multi-objective reward signal to a single-objective one via a weighted sum.
+
+    Args:
+        in_keys (sequence of NestedKey): the multi-objective rewards (objectives on the last dim).
+        out_keys (sequence of NestedKey, optional): destination entries. Defaults to ``in_keys``.
+
+    Keyword Args:
+        weights (sequence of float or torch.Tensor, optional): one weight per objective.
+            Defaults to ``None`` (all ones).
+
+    Raises:
+        ValueError: if ``weights`` is not one-dimensional.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = LineariseRewards(in_keys=["reward"], weights=[1.0, 2.0])
+        >>> t(TensorDict({"reward": torch.tensor([[1.0, 1.0]])}, [1]))["reward"]
+        tensor([[3.]])
+    """
+
+    def __init__(
+        self,
+        in_keys: KeyArg,
+        out_keys: KeyArg = None,
+        *,
+        weights: list[float] | torch.Tensor | None = None,
+    ) -> None:
+        super().__init__(in_keys, out_keys)
+        if weights is not None:
+            weights = torch.as_tensor(weights, dtype=torch.get_default_dtype())
+            if weights.ndim != 1:
+                raise ValueError(
+                    f"LineariseRewards expected one weight per objective (a 1-d sequence), got "
+                    f"weights of shape {tuple(weights.shape)}."
+                )
+        self.register_buffer("weights", weights)
+
+    def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
+        weights = self._buffers["weights"]
+        if weights is None:
+            return obs.sum(-1, keepdim=True)
+        return (obs * weights.to(obs.dtype)).sum(-1, keepdim=True)
+
+    def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
+        dtype = spec.dtype if spec.dtype.is_floating_point else torch.get_default_dtype()
+        return Unbounded(shape=(*spec.shape[:-1], 1), dtype=dtype, device=spec.device)
+
+
+class Reward2GoTransform(Transform):
+    """Calculates the reward to go based on the episode reward and a discount factor.
+
+    A replay-buffer transform: :meth:`inv` (applied when trajectories are written)
+    computes ``rtg[t] = r[t] + gamma * rtg[t + 1]`` along the last batch dim, restarting
+    after each done step. Forward calls leave the data unchanged.
+
+    Args:
+        gamma (float or torch.Tensor, optional): the discount. Defaults to ``1.0``.
+        in_keys (sequence of NestedKey, optional): the rewards. Defaults to ``[("next", "reward")]``.
+        out_keys (sequence of NestedKey, optional): the rewards to go. Defaults to ``["reward_to_go"]``.
+        done_key (NestedKey, optional): the done entry, read under ``"next"``. Defaults to ``"done"``.
+
+    Raises:
+        RuntimeError: when attached to an environment.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> t = Reward2GoTransform(gamma=0.5)
+        >>> traj = TensorDict({"next": {"reward": torch.ones(4, 1),
+        ...                             "done": torch.tensor([[False], [True], [False], [False]])}}, [4])
+        >>> t.inv(traj)["reward_to_go"].squeeze(-1)
+        tensor([1.5000, 1.0000, 1.5000, 1.0000])
+    """
+
+    def __init__(
+        self,
+        gamma: float | torch.Tensor | None = 1.0,
+        in_keys: KeyArg = None,
+        out_keys: KeyArg = None,
+        done_key: NestedKey | None = "done",
+    ) -> None:
+        super().__init__(
+            in_keys if in_keys is not None else [("next", "reward")],
+            out_keys if out_keys is not None else ["reward_to_go"],
+        )
+        self.register_buffer("gamma", torch.as_tensor(1.0 if gamma is None else gamma))
+        self.done_key = done_key if done_key is not None else "done"
+
+    def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        return next_tensordict
+
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        done = tensordict.get(("next", self.done_key), None)
+        gamma = self._buffers["gamma"]
+        for in_key, out_key in zip(self._in_keys, self._out_keys):
+            reward = tensordict.get(in_key, None)
+            if reward is None:
+                raise missing_key_error("Reward2GoTransform", in_key, tensordict, "in_keys")
+            time_dim = tensordict.batch_dims - 1
+            ends = done if done is not None else torch.zeros_like(reward, dtype=torch.bool)
+            ends = ends.reshape(reward.shape[: time_dim + 1] + (1,) * (reward.ndim - time_dim - 1))
+            out = torch.empty_like(reward)
+            running = torch.zeros_like(reward.select(time_dim, 0))
+            for t in range(reward.shape[time_dim] - 1, -1, -1):
+                keep = (~ends.select(time_dim, t)).to(reward.dtype)
+                running = reward.select(time_dim, t) + gamma.to(reward.dtype) * running * keep
+                out.select(time_dim, t).copy_(running)
+            tensordict.set(out_key, out)
+        return tensordict
+
+    def _has_inverse(self) -> bool:
+        return True
+
+    def transform_output_spec(self, output_spec: Composite) -> Composite:
+        raise RuntimeError(
+            "Reward2GoTransform needs whole trajectories: use it as a replay-buffer transform "
+            "(ReplayBuffer(transform=Reward2GoTransform(...))), not in an environment."
+        )
