@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import pickle
 
 import pytest
@@ -276,6 +277,22 @@ class TestLazyMemmapStorage(StorageContract):
         storage = LazyMemmapStorage(4, scratch_dir=tmp_path, existsok=True)
         storage.set(torch.arange(2), _td(2))
         assert len(storage) == 2
+
+    def test_temporary_scratch_dir_is_removed_with_the_storage(self):
+        storage = LazyMemmapStorage(4)
+        storage.set(torch.arange(2), _td(2))
+        scratch = storage.scratch_dir
+        assert scratch.is_dir()
+        del storage
+        gc.collect()
+        assert not scratch.exists()
+
+    def test_given_scratch_dir_is_kept(self, tmp_path):
+        storage = LazyMemmapStorage(4, scratch_dir=tmp_path / "keep")
+        storage.set(torch.arange(2), _td(2))
+        del storage
+        gc.collect()
+        assert (tmp_path / "keep" / "obs.memmap").is_file()
 
     def test_pickle_shares_the_files(self):
         storage = LazyMemmapStorage(4)

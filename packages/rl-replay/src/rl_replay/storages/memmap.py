@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
+import weakref
 from pathlib import Path
+from typing import Any
 
 import torch
 from tensordict import MemoryMappedTensor
@@ -25,7 +28,8 @@ class LazyMemmapStorage(LazyTensorStorage):
     Args:
         max_size (int): the capacity in elements.
         scratch_dir (str or Path, optional): the directory of the memory-mapped
-            files. Defaults to a fresh temporary directory.
+            files. Defaults to a fresh temporary directory, removed when the
+            storage that created it is garbage-collected.
         device (torch.device or str, optional): where sampled data is placed;
             the files always live on CPU. Defaults to ``"cpu"``.
         ndim (int, optional): number of storage dims. Defaults to ``1``.
@@ -74,6 +78,8 @@ class LazyMemmapStorage(LazyTensorStorage):
     def _allocate(self, key: NestedKey, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
         if self.scratch_dir is None:
             self.scratch_dir = Path(tempfile.mkdtemp(prefix="rl_replay_"))
+            # a temporary directory is removed with the storage that created it
+            self._cleanup = weakref.finalize(self, shutil.rmtree, str(self.scratch_dir), True)
         parts = key if isinstance(key, tuple) else (key,)
         filename = self.scratch_dir.joinpath(*parts[:-1], f"{parts[-1]}.memmap")
         if filename.exists() and not self.existsok:
@@ -83,3 +89,8 @@ class LazyMemmapStorage(LazyTensorStorage):
             )
         filename.parent.mkdir(parents=True, exist_ok=True)
         return MemoryMappedTensor.empty(shape, dtype=dtype, filename=filename, existsok=self.existsok)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state.pop("_cleanup", None)  # only the creating process removes its temporary files
+        return state
