@@ -12,7 +12,10 @@ from rl_replay import LazyTensorStorage, ListStorage, ReplayBuffer
 from rl_replay.samplers import PrioritizedSliceSampler, SliceSampler
 
 KEYS = {"traj": {"traj_key": "ep"}, "end": {"end_key": ("next", "done")}}
-DRAWS = 3000  # slices per check: every valid start is reached with overwhelming probability
+# slices per check: every valid start (probability >= 1/156 strict, >= 1/250 with span)
+# is reached but with probability below 1e-8
+DRAWS = 3000
+LOOSE_DRAWS = 5000
 
 
 @st.composite
@@ -115,7 +118,7 @@ class TestSliceSampler:
                 first, stop = max(offset, 0), min(offset + seq_len, length)
                 key = (tuple((row + j) % rows for j in range(first, stop)), col)
                 expected[key] = terminal and stop == length
-        _, info = rb.sample(seq_len * DRAWS, return_info=True)
+        _, info = rb.sample(seq_len * LOOSE_DRAWS, return_info=True)
         seen = set()
         for slice_rows, col, terminated in sampled_slices(info["index"], info, cols):
             key = (tuple(slice_rows), col)
