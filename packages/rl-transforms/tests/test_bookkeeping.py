@@ -7,7 +7,15 @@ import torch
 from tensordict import TensorDict
 
 from rl_envs_core import check_env_specs, step_mdp
-from rl_transforms import Compose, InitTracker, RewardSum, StepCounter, TransformedEnv
+from rl_transforms import (
+    Compose,
+    InitTracker,
+    RewardSum,
+    StepCounter,
+    TargetReturn,
+    Timer,
+    TransformedEnv,
+)
 
 
 class TestStepCounter:
@@ -152,3 +160,53 @@ class TestInitTracker:
 
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(), Compose(InitTracker(), StepCounter())))
+
+
+class TestTargetReturn:
+    @pytest.mark.parametrize("mode, expected", [("reduce", [9.0, 8.0, 7.0]), ("constant", [10.0, 10.0, 10.0])])
+    def test_modes(self, counting_env, mode, expected):
+        env = TransformedEnv(counting_env(max_steps=5), TargetReturn(10.0, mode=mode))
+        data = env.rollout(3)
+        assert data["next", "target_return"].squeeze(-1).tolist() == expected
+        assert data["target_return"][0].item() == 10.0
+
+    def test_reset_restores_target(self, counting_env):
+        env = TransformedEnv(counting_env(max_steps=2), TargetReturn(5.0))
+        data = env.rollout(4, break_when_any_done=False)
+        assert data["target_return"].squeeze(-1).tolist() == [5.0, 4.0, 5.0, 4.0]
+
+    def test_nested_rewards(self, marl_env):
+        t = TargetReturn(3.0)
+        env = TransformedEnv(marl_env(), t)
+        assert t.out_keys == [("agents", "target_return")]
+        assert env.rollout(1)["next", "agents", "target_return"].squeeze(-1).tolist() == [[2.0, 1.0]]
+
+    def test_bad_mode_raises(self):
+        with pytest.raises(ValueError, match=r"TargetReturn expected mode in"):
+            TargetReturn(1.0, mode="grow")
+
+    def test_step_without_reset_raises(self):
+        with pytest.raises(KeyError, match=r"TargetReturn expected 'target_return' in the step input"):
+            TargetReturn(1.0)._step(TensorDict(), TensorDict({"reward": torch.ones(1)}))
+
+    def test_check_env_specs(self, counting_env):
+        check_env_specs(TransformedEnv(counting_env(batch_size=[2]), TargetReturn(4.0)))
+
+
+class TestTimer:
+    def test_records_non_negative_intervals(self, counting_env):
+        env = TransformedEnv(counting_env(), Timer())
+        data = env.rollout(3)
+        assert (data["next", "time_policy"] >= 0).all() and (data["next", "time_step"] >= 0).all()
+        assert data["time_step"][0].item() == 0.0
+
+    def test_custom_keys(self, counting_env):
+        env = TransformedEnv(counting_env(), Timer(out_keys=["tp", "ts"]))
+        assert {"tp", "ts"} <= set(env.observation_spec.keys())
+
+    def test_wrong_number_of_keys_raises(self):
+        with pytest.raises(ValueError, match=r"Timer expected two out_keys"):
+            Timer(out_keys=["a"])
+
+    def test_check_env_specs(self, counting_env):
+        check_env_specs(TransformedEnv(counting_env(batch_size=[2]), Timer()))

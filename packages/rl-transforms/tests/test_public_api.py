@@ -21,7 +21,7 @@ DOCUMENTED = [
     "ObservationNorm", "RandomCropTensorDict", "Reward2GoTransform",
     "PermuteTransform", "PinMemoryTransform", "RemoveEmptySpecs", "RenameTransform", "Resize",
     "RewardClipping", "RewardScaling", "RewardSum", "SelectTransform", "SignTransform",
-    "SqueezeTransform", "Stack", "StepCounter", "TensorDictPrimer", "TimeMaxPool",
+    "SqueezeTransform", "Stack", "StepCounter", "TargetReturn", "TensorDictPrimer", "TimeMaxPool", "Timer",
     "ToTensorImage", "Transform", "TransformedEnv", "UnaryTransform", "UnsqueezeTransform",
     "VecNorm", "VecNormV2",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rl_transforms._action import ActionDiscretizer, ActionMask, DiscreteActionProjection
 from rl_transforms._auto_reset import AutoResetEnv, AutoResetTransform
 from rl_transforms._base import Compose, Transform
-from rl_transforms._bookkeeping import InitTracker, RewardSum, StepCounter
+from rl_transforms._bookkeeping import InitTracker, RewardSum, StepCounter, TargetReturn, Timer
 from rl_transforms._dtype_device import (
     DeviceCastTransform,
     DoubleToFloat,
@@ -96,8 +96,10 @@ __all__: list[str] = [
     "SqueezeTransform",
     "Stack",
     "StepCounter",
+    "TargetReturn",
     "TensorDictPrimer",
     "TimeMaxPool",
+    "Timer",
     "ToTensorImage",
     "Transform",
     "TransformedEnv",

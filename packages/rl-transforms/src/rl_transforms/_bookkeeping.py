@@ -1,4 +1,5 @@
-"""Episode bookkeeping: :class:`StepCounter`, :class:`RewardSum` and :class:`InitTracker`.
+"""Episode bookkeeping: :class:`StepCounter`, :class:`RewardSum`, :class:`InitTracker`,
+:class:`TargetReturn` and :class:`Timer`.
 
 Each transform works per done level (the root, or a nested group such as
 ``"agents"`` in multi-agent envs). The levels are read from the done spec when the
@@ -6,6 +7,8 @@ transform is attached to an environment, and default to the root otherwise.
 """
 
 from __future__ import annotations
+
+import time
 
 import torch
 from tensordict import NestedKey, TensorDictBase
@@ -348,4 +351,169 @@ class InitTracker(Transform):
         obs = output_spec["full_observation_spec"]
         for level, shape in levels.items():
             obs[_nest(level, self.init_key)] = Categorical(2, shape=shape, dtype=torch.bool, device=obs.device)
+        return output_spec
+
+
+class TargetReturn(Transform):
+    """Sets a target return for the agent to achieve in the environment.
+
+    At reset the target is ``target_return``; after each step it is reduced by the
+    reward (``mode="reduce"``) or kept (``mode="constant"``).
+
+    Args:
+        target_return (float): the return to achieve.
+        mode (str, optional): ``"reduce"`` or ``"constant"``. Defaults to ``"reduce"``.
+        in_keys (sequence of NestedKey, optional): the rewards. Defaults to the env's
+            reward keys (``["reward"]`` outside an env).
+        out_keys (sequence of NestedKey, optional): the targets. Defaults to
+            ``"target_return"`` next to each reward.
+        reset_key (NestedKey, optional): the reset entry. Defaults to ``"_reset"``.
+
+    Raises:
+        ValueError: if ``mode`` is unknown.
+
+    Examples:
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> from rl_transforms import TransformedEnv
+        >>> env = TransformedEnv(CountingEnv(max_steps=5), TargetReturn(10.0))
+        >>> env.rollout(3)["next", "target_return"].squeeze(-1)
+        tensor([9., 8., 7.])
+    """
+
+    MODES = ("reduce", "constant")
+
+    def __init__(
+        self,
+        target_return: float,
+        mode: str = "reduce",
+        in_keys: KeyArg = None,
+        out_keys: KeyArg = None,
+        reset_key: NestedKey | None = None,
+    ) -> None:
+        if mode not in self.MODES:
+            raise ValueError(f"TargetReturn expected mode in {self.MODES}, got {mode!r}.")
+        keys = key_list(in_keys, owner="TargetReturn", name="in_keys") or ["reward"]
+        outs = (
+            key_list(out_keys, owner="TargetReturn", name="out_keys")
+            if out_keys is not None
+            else [_nest(_level_of(k), "target_return") for k in keys]
+        )
+        super().__init__(keys, outs)
+        self._explicit_in = in_keys is not None
+        self._explicit_out = out_keys is not None
+        self.target_return = float(target_return)
+        self.mode = mode
+        self.reset_key = reset_key if reset_key is not None else "_reset"
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        shapes = self._lazy.get("shapes", {})
+        for out_key in self._out_keys:
+            shape, dtype = shapes.get(out_key, ((*tensordict_reset.batch_size, 1), torch.float32))
+            tensordict_reset.set(
+                out_key, torch.full(shape, self.target_return, dtype=dtype, device=tensordict_reset.device)
+            )
+        return tensordict_reset
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        for in_key, out_key in zip(self._in_keys, self._out_keys):
+            target = tensordict.get(out_key, None)
+            if target is None:
+                raise KeyError(
+                    f"TargetReturn expected {out_key!r} in the step input (written at reset). "
+                    f"Reset the env first and keep {out_key!r} in the data."
+                )
+            if self.mode == "reduce":
+                target = target - next_tensordict.get(in_key)
+            next_tensordict.set(out_key, target)
+        return next_tensordict
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise RuntimeError(
+            "TargetReturn tracks a return along an episode and cannot be applied to stored data. "
+            "Use it in a TransformedEnv."
+        )
+
+    def transform_output_spec(self, output_spec: Composite) -> Composite:
+        reward_spec = output_spec["full_reward_spec"]
+        if not self._explicit_in:
+            self._in_keys = list(reward_spec.keys(True, True)) or ["reward"]
+            if not self._explicit_out:
+                self._out_keys = [_nest(_level_of(k), "target_return") for k in self._in_keys]
+        obs = output_spec["full_observation_spec"]
+        shapes = {}
+        for in_key, out_key in zip(self._in_keys, self._out_keys):
+            leaf = reward_spec[in_key]
+            obs[out_key] = Unbounded(shape=leaf.shape, dtype=leaf.dtype, device=leaf.device)
+            shapes[out_key] = (leaf.shape, leaf.dtype)
+        self._lazy["shapes"] = shapes
+        return output_spec
+
+
+class Timer(Transform):
+    """A transform that measures the time intervals between `inv` and `call` operations in an environment.
+
+    Writes, after each step, the time spent by the policy (from the end of the previous
+    step or reset to the inverse call) and by the step itself, in seconds.
+
+    Args:
+        out_keys (sequence of NestedKey, optional): the two entries. Defaults to
+            ``["time_policy", "time_step"]``.
+        time_key (str, optional): the stem of the default names. Defaults to ``"time"``.
+
+    Raises:
+        ValueError: if ``out_keys`` does not hold two keys.
+
+    Examples:
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> from rl_transforms import TransformedEnv
+        >>> env = TransformedEnv(CountingEnv(), Timer())
+        >>> data = env.rollout(2)
+        >>> bool((data["next", "time_step"] >= 0).all()), data["next", "time_policy"].dtype
+        (True, torch.float64)
+    """
+
+    def __init__(self, out_keys: KeyArg = None, time_key: str = "time") -> None:
+        keys = key_list(out_keys, owner="Timer", name="out_keys") or [f"{time_key}_policy", f"{time_key}_step"]
+        if len(keys) != 2:
+            raise ValueError(
+                f"Timer expected two out_keys (policy time, step time), got {keys}."
+            )
+        super().__init__()
+        self._out_keys = keys
+        self.time_key = time_key
+        self._last = time.perf_counter()
+        self._inv_time = self._last
+
+    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+        for key in self._out_keys:
+            tensordict_reset.set(key, self._stamp(tensordict_reset, 0.0))
+        self._last = time.perf_counter()
+        return tensordict_reset
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        self._inv_time = time.perf_counter()
+        return tensordict
+
+    def _has_inverse(self) -> bool:
+        return True
+
+    @staticmethod
+    def _stamp(tensordict: TensorDictBase, value: float) -> torch.Tensor:
+        return torch.full((*tensordict.batch_size, 1), value, dtype=torch.float64, device=tensordict.device)
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        now = time.perf_counter()
+        policy_key, step_key = self._out_keys
+        next_tensordict.set(policy_key, self._stamp(next_tensordict, self._inv_time - self._last))
+        next_tensordict.set(step_key, self._stamp(next_tensordict, now - self._inv_time))
+        self._last = now
+        return next_tensordict
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise RuntimeError("Timer measures env steps and cannot be applied to stored data. Use it in a TransformedEnv.")
+
+    def transform_output_spec(self, output_spec: Composite) -> Composite:
+        obs = output_spec["full_observation_spec"]
+        for key in self._out_keys:
+            obs[key] = Unbounded(shape=(*output_spec.shape, 1), dtype=torch.float64, device=obs.device)
         return output_spec
