@@ -14,7 +14,9 @@ The contract shared by buffers, writers and samplers:
   ``LongTensor`` (``ndim=1``) or a tuple of ``LongTensor`` (``ndim>1``, as
   :func:`torch.unravel_index` produces over ``storage.shape``).
 * :meth:`Storage.set` writes at an index and, when ``set_cursor=True`` (the
-  writer path), grows the length.  Writers pass dim-0 positions.
+  writer path), grows the length.  Writers pass dim-0 positions (a slice for a
+  contiguous block), return the dim-0 rows written, and the buffer hands those
+  rows to ``sampler.extend`` (each row covers every element along the other dims).
 * Tensor storages (``TensorStorage`` and subclasses) keep their data as a
   ``TensorDict`` (pytrees and plain tensors are converted internally and back on
   read) and expose ``storage._get_entry(key, index=None)``: the stored tensor for
