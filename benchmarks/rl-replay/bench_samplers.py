@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 
 import torch
+from tensordict import TensorDict
 
 from _harness import Context, Workload, run
 
@@ -42,8 +43,6 @@ def _filled_buffer(ctx: Context, sampler):
 
 
 def _steps(ctx: Context, steps: torch.Tensor):
-    from tensordict import TensorDict
-
     return TensorDict(
         {"episode": steps // TRAJ, "obs": steps.float()}, [steps.numel()], device=ctx.device
     )
@@ -53,7 +52,9 @@ def _steps(ctx: Context, steps: torch.Tensor):
 def prioritized(ctx: Context):
     sampler = ctx.lib.data.PrioritizedSampler(CAPACITY, alpha=ALPHA, beta=BETA)
     _, storage = _filled_buffer(ctx, sampler)
-    sampler.update_priority(torch.arange(CAPACITY, device=ctx.device), torch.rand(CAPACITY, device=ctx.device))
+    sampler.update_priority(
+        torch.arange(CAPACITY, device=ctx.device), torch.rand(CAPACITY, device=ctx.device)
+    )
 
     def step():
         index, _ = sampler.sample(storage, BATCH)
@@ -66,6 +67,8 @@ def prioritized_cpprb(ctx: Context):
     import numpy as np
     from cpprb import PrioritizedReplayBuffer
 
+    if ctx.device != "cpu":
+        raise RuntimeError("cpprb's PrioritizedReplayBuffer runs on CPU only")
     rb = PrioritizedReplayBuffer(CAPACITY, {"obs": {}}, alpha=ALPHA)
     rb.add(obs=np.arange(CAPACITY, dtype=np.float32), priorities=np.random.rand(CAPACITY) + 1e-3)
 
