@@ -75,6 +75,10 @@ class TestStepCounter:
         assert data["next", "agents", "truncated"][-1].all()
         check_env_specs(env)
 
+    def test_count_declared_as_state_for_batched_envs(self, counting_env):
+        env = TransformedEnv(counting_env(), StepCounter())
+        assert "step_count" in env.full_state_spec.keys()
+
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(), StepCounter(max_steps=2)))
 
@@ -136,6 +140,10 @@ class TestRewardSum:
     def test_forward_on_stored_data_raises(self):
         with pytest.raises(RuntimeError, match=r"RewardSum accumulates rewards"):
             RewardSum()(TensorDict())
+
+    def test_sum_declared_as_state_for_batched_envs(self, counting_env):
+        env = TransformedEnv(counting_env(), RewardSum())
+        assert "episode_reward" in env.full_state_spec.keys()
 
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(batch_size=[3]), RewardSum()))

@@ -37,6 +37,10 @@ class TestCatFrames:
         assert isinstance(spec, Bounded) and spec.shape == torch.Size([2, 8, 8, 12])
         assert env.rollout(2)["next", "pixels"].shape == torch.Size([2, 2, 8, 8, 12])
 
+    def test_stack_declared_as_state_for_batched_envs(self, counting_env):
+        env = TransformedEnv(counting_env(), CatFrames(2, -1, in_keys=["observation"], out_keys=["stack"]))
+        assert env.full_state_spec["stack"].shape == torch.Size([2])
+
     def test_replay_buffer_trajectories(self):
         t = CatFrames(2, -1, in_keys=["obs"])
         traj = TensorDict(

@@ -250,10 +250,22 @@ class Transform(nn.Module):
         return output_spec
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
-        """Transform ``full_action_spec`` and ``full_state_spec``."""
+        """Transform ``full_action_spec`` and ``full_state_spec``.
+
+        Entries the transform reads back from the step input (registered by
+        :meth:`_carry_as_state` while transforming the output spec) are declared as
+        states, so that batched envs forward them to their workers.
+        """
         input_spec["full_action_spec"] = self.transform_action_spec(input_spec["full_action_spec"])
-        input_spec["full_state_spec"] = self.transform_state_spec(input_spec["full_state_spec"])
+        state_spec = self.transform_state_spec(input_spec["full_state_spec"])
+        for key, spec in self._lazy.get("carried", {}).items():
+            state_spec[key] = spec.clone()
+        input_spec["full_state_spec"] = state_spec
         return input_spec
+
+    def _carry_as_state(self, spec: Composite, keys: list[NestedKey]) -> None:
+        """Declare ``keys`` of ``spec`` (an output composite) as states of the env."""
+        self._lazy["carried"] = {key: spec[key] for key in keys if spec.get(key) is not None}
 
     # ------------------------------------------------------------------ parenthood
     @property

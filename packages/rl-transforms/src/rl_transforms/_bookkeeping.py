@@ -162,6 +162,7 @@ class StepCounter(Transform):
                 done_spec[truncated_key] = Categorical(
                     2, shape=shape, dtype=torch.bool, device=done_spec.device
                 )
+        self._carry_as_state(obs, [_nest(level, self.step_count_key) for level in levels])
         return output_spec
 
     def __repr__(self) -> str:
@@ -278,6 +279,7 @@ class RewardSum(Transform):
             target[out_key] = Unbounded(shape=leaf.shape, dtype=leaf.dtype, device=leaf.device)
             shapes[out_key] = (leaf.shape, leaf.dtype)
         self._lazy["shapes"] = shapes
+        self._carry_as_state(target, self._out_keys)
         return output_spec
 
     def __repr__(self) -> str:
@@ -446,6 +448,7 @@ class TargetReturn(Transform):
             obs[out_key] = Unbounded(shape=leaf.shape, dtype=leaf.dtype, device=leaf.device)
             shapes[out_key] = (leaf.shape, leaf.dtype)
         self._lazy["shapes"] = shapes
+        self._carry_as_state(obs, self._out_keys)
         return output_spec
 
 

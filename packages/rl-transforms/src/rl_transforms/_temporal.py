@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from tensordict import NestedKey, TensorDictBase
 
-from rl_specs import Bounded, TensorSpec, Unbounded
+from rl_specs import Bounded, Composite, TensorSpec, Unbounded
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg
 
@@ -125,6 +125,11 @@ class CatFrames(Transform):
             size = frame.shape[dim]
             next_tensordict.set(out_key, torch.cat([stack.narrow(dim, size, size * (self.N - 1)), frame], dim))
         return next_tensordict
+
+    def transform_output_spec(self, output_spec: Composite) -> Composite:
+        output_spec = super().transform_output_spec(output_spec)
+        self._carry_as_state(output_spec["full_observation_spec"], self._out_keys)
+        return output_spec
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         if isinstance(spec, Bounded):
