@@ -114,10 +114,12 @@ class TestPrioritizedSampler:
         with pytest.raises(ValueError, match=match):
             sampler.update_priority(torch.arange(3), priority)
 
-    def test_out_of_range_index_raises(self):
+    def test_out_of_range_index_raises_before_any_change(self):
         sampler = PrioritizedSampler(3, alpha=1.0, beta=1.0)
         with pytest.raises(ValueError, match=r"indices in \[0, max_capacity=3\), got \[5\]"):
-            sampler.update_priority(torch.tensor([5]), 1.0)
+            sampler.update_priority(torch.tensor([0, 5]), 9.0)
+        assert sampler.default_priority == pytest.approx(1.0)
+        assert float(sampler._sum_tree.total()) == 0.0
 
     @pytest.mark.parametrize(
         "reduction, expected",

@@ -193,11 +193,9 @@ class PrioritizedSampler(Sampler):
             return torch.as_tensor(index, dtype=torch.long).reshape(-1)
         return ravel(index, storage)
 
-    def _set_values(self, flat: torch.Tensor, values: torch.Tensor | float) -> None:
-        device = self._sum_tree.device
-        flat = flat.to(device)
-        if flat.numel() == 0:
-            return
+    def _check_index(self, flat: torch.Tensor) -> torch.Tensor:
+        """``flat`` on the trees' device, after checking it lies in ``[0, max_capacity)``."""
+        flat = flat.to(self._sum_tree.device)
         bad = (flat < 0) | (flat >= self._max_capacity)
         if bool(bad.any()):
             raise ValueError(
@@ -205,7 +203,17 @@ class PrioritizedSampler(Sampler):
                 f"got {flat[bad][:5].tolist()}. Build the sampler with a max_capacity at least "
                 "the storage size."
             )
-        values = torch.as_tensor(values, dtype=self.dtype, device=device)
+        return flat
+
+    def _set_values(self, flat: torch.Tensor, values: torch.Tensor | float) -> None:
+        """Write tree values at the (checked) flat positions ``flat``."""
+        device = self._sum_tree.device
+        flat = self._check_index(flat)
+        if flat.numel() == 0:
+            return
+        self._update_trees(flat, torch.as_tensor(values, dtype=self.dtype, device=device))
+
+    def _update_trees(self, flat: torch.Tensor, values: torch.Tensor) -> None:
         with self._lock:
             self._sum_tree.update(flat, values)
             # zero-priority elements are never drawn, so they do not bound the weights
@@ -231,13 +239,13 @@ class PrioritizedSampler(Sampler):
             ValueError: if ``priority`` is negative or nan, has a length other than the
                 number of indices, or an index is out of ``[0, max_capacity)``.
         """
-        flat = self._flat_index(index, storage).to(self._sum_tree.device)
+        flat = self._check_index(self._flat_index(index, storage))
         priority = self._check_priority(priority, flat.numel())
         flat, priority = self._reduce_duplicates(flat, priority)
-        with self._lock:
+        with self._lock:  # everything is validated: nothing below can fail half-way
             if priority.numel():
                 self._max_priority = torch.maximum(self._max_priority, priority.max())
-            self._set_values(flat, (priority + self._eps) ** self._alpha)
+                self._update_trees(flat, (priority + self._eps) ** self._alpha)
 
     def _check_priority(self, priority: float | torch.Tensor, count: int) -> torch.Tensor:
         name = type(self).__name__
