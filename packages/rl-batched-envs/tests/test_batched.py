@@ -35,6 +35,11 @@ class DynamicEnv(CountingEnv):
         self.observation_spec = Composite(observation=Unbounded(shape=(-1,)))
 
 
+class ThreadsEnv(CountingEnv):
+    def torch_threads(self):
+        return torch.get_num_threads()
+
+
 class BatchedBehaviour:
     """Tests run on every batched env class (``env_cls``)."""
 
@@ -109,6 +114,15 @@ class BatchedBehaviour:
                 td, td_ref = env.reset(td), ref.reset(td_ref)
                 assert "_reset" not in td.keys()
                 assert torch.equal(td["observation"], td_ref["observation"])
+
+    def test_reset_mask_of_wrong_shape_raises(self):
+        with self.make(2, partial(CountingEnv, batch_size=[2])) as env:
+            td = env.reset()
+            td["_reset"] = torch.ones(2, 2, 2, dtype=torch.bool)
+            with pytest.raises(ValueError, match=r"shape"):
+                env.reset(td)
+            td["_reset"] = torch.ones(2, 2, dtype=torch.bool)  # batch shape: reshaped
+            assert env.reset(td)["observation"].shape == torch.Size([2, 2, 1])
 
     def test_nested_done_levels_reset(self, two_level_env):
         with self.make(2, two_level_env) as env:
@@ -302,6 +316,12 @@ class TestParallelEnv(BatchedBehaviour):
             ref.set_seed(1)
             torch.manual_seed(0)
             assert_close_nan(data, ref.rollout(4, break_when_any_done=False))
+
+    def test_workers_use_one_torch_thread(self):
+        with ParallelEnv(2, ThreadsEnv) as env:
+            assert env.torch_threads() == [1, 1]
+        with ParallelEnv(1, ThreadsEnv, num_sub_threads=2) as env:
+            assert env.torch_threads() == [2]
 
     def test_step_and_maybe_reset_never_resets_in_main_process(self):
         env = ParallelEnv(2, CountingEnv, {"max_steps": 2})

@@ -381,7 +381,16 @@ class BatchedEnvBase(EnvBase):
                 self._last_root[i] = out
             return self._stack(self._last_root)
         for key in found:
-            self._mask_buf.get(key).copy_(tensordict.get(key))
+            buf, mask = self._mask_buf.get(key), tensordict.get(key)
+            if mask.shape != buf.shape:
+                if mask.numel() != buf.numel():
+                    raise ValueError(
+                        f"The {key!r} mask must have the shape of the matching done entry, "
+                        f"{tuple(buf.shape)}; got {tuple(mask.shape)}. Build it from the "
+                        f"done flags, e.g. td[{key!r}] = td['done'].clone()."
+                    )
+                mask = mask.reshape(buf.shape)
+            buf.copy_(mask)
         if envs is None or envs:
             route = self._route(envs)
             self._call_each("reset", {w: (j, None, found, kwargs) for w, j in route.items()})
