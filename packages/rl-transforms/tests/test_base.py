@@ -10,6 +10,7 @@ from rl_specs import Bounded, Composite, Unbounded
 from rl_transforms import (
     Compose,
     ObservationNorm,
+    ObservationTransform,
     RewardScaling,
     StepCounter,
     Transform,
@@ -213,3 +214,22 @@ class TestCompose:
         spec = Composite(reward=Unbounded(shape=(1,)))
         out = Compose(AddOne(in_keys=["reward"], out_keys=["r1"]), AddOne(in_keys=["r1"], out_keys=["r2"]))
         assert set(out.transform_reward_spec(spec).keys()) == {"reward", "r1", "r2"}
+
+
+class TestObservationTransform:
+    def test_defaults_to_observation_entries_and_skips_missing(self):
+        class Negate(ObservationTransform):
+            def _apply_transform(self, obs):
+                return -obs
+
+        t = Negate()
+        assert t.in_keys == ["observation", "pixels", "observation_vector"]
+        out = t(TensorDict({"pixels": torch.ones(1)}))
+        assert out["pixels"].item() == -1.0
+
+    def test_explicit_keys(self):
+        class Negate(ObservationTransform):
+            def _apply_transform(self, obs):
+                return -obs
+
+        assert Negate(in_keys=["a"], out_keys=["b"])(TensorDict({"a": torch.ones(1)}))["b"].item() == -1.0

@@ -18,10 +18,11 @@ DOCUMENTED = [
     "DTypeCastTransform", "DeviceCastTransform", "DiscreteActionProjection", "DoubleToFloat",
     "EndOfLifeTransform", "ExcludeTransform", "FiniteTensorDictCheck", "FlattenObservation",
     "FrameSkipTransform", "GrayScale", "InitTracker", "LineariseRewards", "NoopResetEnv",
-    "ObservationNorm", "RandomCropTensorDict", "Reward2GoTransform",
+    "ObservationNorm", "ObservationTransform", "RandomCropTensorDict", "Reward2GoTransform",
     "PermuteTransform", "PinMemoryTransform", "RemoveEmptySpecs", "RenameTransform", "Resize",
     "RewardClipping", "RewardScaling", "RewardSum", "SelectTransform", "SignTransform",
     "SqueezeTransform", "Stack", "StepCounter", "TargetReturn", "TensorDictPrimer", "TimeMaxPool", "Timer",
+    "TrajCounter",
     "ToTensorImage", "Transform", "TransformedEnv", "UnaryTransform", "UnsqueezeTransform",
     "VecNorm", "VecNormV2",
 ]

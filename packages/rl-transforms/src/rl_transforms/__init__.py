@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rl_transforms._action import ActionDiscretizer, ActionMask, DiscreteActionProjection
 from rl_transforms._auto_reset import AutoResetEnv, AutoResetTransform
-from rl_transforms._base import Compose, Transform
+from rl_transforms._base import Compose, ObservationTransform, Transform
 from rl_transforms._bookkeeping import InitTracker, RewardSum, StepCounter, TargetReturn, Timer
 from rl_transforms._dtype_device import (
     DeviceCastTransform,
@@ -51,6 +51,7 @@ from rl_transforms._shape import (
     UnsqueezeTransform,
 )
 from rl_transforms._temporal import CatFrames, TimeMaxPool
+from rl_transforms._trajectories import TrajCounter
 
 __version__ = "0.1.0"
 
@@ -81,6 +82,7 @@ __all__: list[str] = [
     "LineariseRewards",
     "NoopResetEnv",
     "ObservationNorm",
+    "ObservationTransform",
     "PermuteTransform",
     "PinMemoryTransform",
     "RandomCropTensorDict",
@@ -101,6 +103,7 @@ __all__: list[str] = [
     "TimeMaxPool",
     "Timer",
     "ToTensorImage",
+    "TrajCounter",
     "Transform",
     "TransformedEnv",
     "UnaryTransform",

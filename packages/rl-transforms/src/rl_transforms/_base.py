@@ -339,6 +339,37 @@ class Transform(nn.Module):
         )
 
 
+class ObservationTransform(Transform):
+    """Abstract class for transformations of the observations.
+
+    A :class:`Transform` whose ``in_keys`` default to the usual observation entries
+    (``"observation"``, ``"pixels"``, ``"observation_vector"``) and whose missing
+    entries are skipped, since an env rarely has all of them.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> class Negate(ObservationTransform):
+        ...     def _apply_transform(self, obs):
+        ...         return -obs
+        >>> Negate()(TensorDict({"observation": torch.ones(1)}))["observation"]
+        tensor([-1.])
+    """
+
+    def __init__(
+        self,
+        in_keys: KeyArg = None,
+        out_keys: KeyArg = None,
+        in_keys_inv: KeyArg = None,
+        out_keys_inv: KeyArg = None,
+    ) -> None:
+        if in_keys is None:
+            in_keys = ["observation", "pixels", "observation_vector"]
+            out_keys = None
+        super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
+        self.__dict__["_missing_tolerance"] = True
+
+
 class _CallableTransform(Transform):
     """Wrap a plain ``td -> td`` callable so it runs as a transform."""
 
