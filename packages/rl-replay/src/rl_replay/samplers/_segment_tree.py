@@ -18,11 +18,21 @@ import torch
 
 __all__ = ["SegmentTree"]
 
-_REDUCE = {
-    "sum": (lambda x: x.sum(-1), 0.0),
-    "min": (lambda x: x.amin(-1), math.inf),
-    "max": (lambda x: x.amax(-1), -math.inf),
-}
+
+def _sum(x: torch.Tensor) -> torch.Tensor:
+    return x.sum(-1)
+
+
+def _min(x: torch.Tensor) -> torch.Tensor:
+    return x.amin(-1)
+
+
+def _max(x: torch.Tensor) -> torch.Tensor:
+    return x.amax(-1)
+
+
+# op -> (reduction over the last dim, neutral element); plain functions so trees pickle
+_REDUCE = {"sum": (_sum, 0.0), "min": (_min, math.inf), "max": (_max, -math.inf)}
 _MAX_BRANCH = 128
 
 

@@ -55,6 +55,16 @@ class Sampler(abc.ABC):
         self._storage: Any = None  # Any: any object following the Storage contract
         self._lock = threading.RLock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # locks do not pickle (spawned workers get a sampler copy with a fresh lock)
+        state = self.__dict__.copy()
+        state.pop("_lock", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.RLock()
+
     # ----------------------------------------------------------------- abstract
     @abc.abstractmethod
     def sample(self, storage: Any, batch_size: int) -> tuple[Any, dict[str, Any]]:
