@@ -1,0 +1,73 @@
+"""Sphinx configuration of the rl-stack documentation (built by ``nox -s docs``)."""
+
+from __future__ import annotations
+
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCHMARK_RESULTS = ROOT / "benchmarks" / "results" / "latest.md"
+BENCHMARK_MARKER = "<!-- benchmark results are inserted here -->"
+
+project = "rl-stack"
+author = "the rl-stack developers"
+copyright = "the rl-stack developers"
+release = metadata.version("rl-stack")
+version = release
+
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+]
+source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+exclude_patterns = ["_build", "README.md"]
+myst_heading_anchors = 3
+# myst.header: the pasted benchmark tables start at level-3 headings.
+# ref.python: "see :class:`X`" fields resolve `device` and such to several classes' attributes.
+suppress_warnings = ["myst.header", "ref.python"]
+
+autodoc_default_options = {"members": True, "show-inheritance": True}
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_typehints_format = "short"
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+
+html_theme = "alabaster"
+html_title = f"rl-stack {release}"
+
+
+def _insert_benchmarks(app, docname: str, source: list[str]) -> None:
+    """Paste ``benchmarks/results/latest.md`` into the benchmarks page when it exists."""
+    if docname != "benchmarks" or BENCHMARK_MARKER not in source[0]:
+        return
+    if BENCHMARK_RESULTS.exists():
+        tables = BENCHMARK_RESULTS.read_text()
+    else:
+        tables = "*No results yet: run `nox -s bench` to produce `benchmarks/results/latest.md`.*"
+    source[0] = source[0].replace(BENCHMARK_MARKER, tables)
+
+
+def _join_wrapped_names(app, what, name, obj, options, lines: list[str]) -> None:
+    """Join an ``Args:`` entry naming several parameters whose name list wraps a line.
+
+    Some docstrings document many parameters at once (``a, b,`` then ``c, d: as in X``
+    on the next line); napoleon reads only single-line name lists, so the continuation
+    is merged into the first line before napoleon parses the section.
+    """
+    i = 0
+    while i < len(lines) - 1:
+        line, nxt = lines[i], lines[i + 1]
+        if line.rstrip().endswith(",") and ":" not in line and ":" in nxt:
+            indent = len(line) - len(line.lstrip())
+            if len(nxt) - len(nxt.lstrip()) >= indent and line.strip()[0].isidentifier():
+                lines[i] = f"{line.rstrip()} {nxt.strip()}"
+                del lines[i + 1]
+                continue
+        i += 1
+
+
+def setup(app):
+    app.connect("source-read", _insert_benchmarks)
+    app.connect("autodoc-process-docstring", _join_wrapped_names, priority=100)
