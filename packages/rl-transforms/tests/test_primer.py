@@ -8,7 +8,7 @@ from tensordict import TensorDict
 
 from rl_envs_core import check_env_specs, step_mdp
 from rl_specs import Bounded, Composite, Unbounded
-from rl_transforms import TensorDictPrimer, TransformedEnv
+from rl_transforms import TensorDictPrimer, TransformedEnv, gSDENoise
 
 
 class TestTensorDictPrimer:
@@ -57,3 +57,20 @@ class TestTensorDictPrimer:
 
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(batch_size=[2]), TensorDictPrimer(h=Unbounded(shape=(3,)))))
+
+
+class TestgSDENoise:
+    def test_random_normal_noise_of_the_right_shape(self, counting_env):
+        env = TransformedEnv(counting_env(batch_size=[5]), gSDENoise(state_dim=3, action_dim=2))
+        a, b = env.reset()["_eps_gSDE"], env.reset()["_eps_gSDE"]
+        assert a.shape == torch.Size([5, 2, 3]) and not torch.equal(a, b)
+
+    def test_lazy_shape_without_dims(self):
+        assert gSDENoise().primers["_eps_gSDE"].shape == torch.Size([1])
+
+    def test_one_dim_only_raises(self):
+        with pytest.raises(ValueError, match=r"gSDENoise expected both state_dim and action_dim or neither"):
+            gSDENoise(state_dim=3)
+
+    def test_check_env_specs(self, counting_env):
+        check_env_specs(TransformedEnv(counting_env(), gSDENoise(state_dim=2, action_dim=1)))

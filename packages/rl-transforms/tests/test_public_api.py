@@ -24,7 +24,7 @@ DOCUMENTED = [
     "SqueezeTransform", "Stack", "StepCounter", "TargetReturn", "TensorDictPrimer", "TimeMaxPool", "Timer",
     "TrajCounter",
     "ToTensorImage", "Transform", "TransformedEnv", "UnaryTransform", "UnsqueezeTransform",
-    "VecNorm", "VecNormV2",
+    "VecNorm", "VecNormV2", "gSDENoise",
 ]
 
 

@@ -27,7 +27,7 @@ from rl_transforms._flow import (
 )
 from rl_transforms._image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
 from rl_transforms._normalization import ObservationNorm, VecNorm, VecNormV2
-from rl_transforms._primer import TensorDictPrimer
+from rl_transforms._primer import TensorDictPrimer, gSDENoise
 from rl_transforms._rb import RandomCropTensorDict
 from rl_transforms._reward import (
     BinarizeReward,
@@ -78,6 +78,7 @@ __all__: list[str] = [
     "FlattenObservation",
     "FrameSkipTransform",
     "GrayScale",
+    "gSDENoise",
     "InitTracker",
     "LineariseRewards",
     "NoopResetEnv",

@@ -1,4 +1,4 @@
-"""Initial values written at reset: :class:`TensorDictPrimer`."""
+"""Initial values written at reset: :class:`TensorDictPrimer` and :class:`gSDENoise`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from tensordict import NestedKey, TensorDictBase, unravel_key
 
-from rl_specs import Composite, TensorSpec
+from rl_specs import Composite, TensorSpec, Unbounded
 from rl_transforms._base import Transform
 
 DefaultValue = float | Callable[[], torch.Tensor] | Mapping[NestedKey, Any] | None
@@ -148,3 +148,48 @@ class TensorDictPrimer(Transform):
 
     def __repr__(self) -> str:
         return f"TensorDictPrimer(primers={list(self.primers)}, random={self.random})"
+
+
+class gSDENoise(TensorDictPrimer):
+    """A gSDE noise initializer.
+
+    A :class:`TensorDictPrimer` writing standard-normal ``"_eps_gSDE"`` noise of shape
+    ``(*shape, action_dim, state_dim)`` at every reset (the exploration noise of a
+    gSDE module, kept fixed along the episode).
+
+    Args:
+        state_dim (int, optional): the state dim. Defaults to ``None`` (the noise is
+            then ``(*shape, 1)`` and the module initialises it lazily).
+        action_dim (int, optional): the action dim. Defaults to ``None`` (see ``state_dim``).
+        shape (sequence of int, optional): leading dims. Defaults to ``()``.
+        **kwargs: passed to :class:`TensorDictPrimer`.
+
+    Raises:
+        ValueError: if only one of ``state_dim`` and ``action_dim`` is given.
+
+    Examples:
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> from rl_transforms import TransformedEnv
+        >>> env = TransformedEnv(CountingEnv(batch_size=[4]), gSDENoise(state_dim=3, action_dim=2))
+        >>> env.reset()["_eps_gSDE"].shape
+        torch.Size([4, 2, 3])
+    """
+
+    def __init__(
+        self,
+        state_dim: int | None = None,
+        action_dim: int | None = None,
+        shape: tuple[int, ...] | None = None,
+        **kwargs: Any,  # Any: TensorDictPrimer keyword arguments
+    ) -> None:
+        if (state_dim is None) != (action_dim is None):
+            raise ValueError(
+                f"gSDENoise expected both state_dim and action_dim or neither, got "
+                f"state_dim={state_dim}, action_dim={action_dim}."
+            )
+        shape = tuple(shape or ())
+        dims = (action_dim, state_dim) if state_dim is not None else (1,)
+        kwargs.setdefault("random", True)
+        super().__init__(primers={"_eps_gSDE": Unbounded(shape=(*shape, *dims))}, **kwargs)
+        self.state_dim = state_dim
+        self.action_dim = action_dim
