@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from rl_replay.samplers._segment_tree import SegmentTree
+from rl_replay.samplers._segment_tree import EmptyTreeError, SegmentTree
 from rl_replay.samplers.base import (
     Sampler,
     check_batch_size,
@@ -215,11 +215,12 @@ class PrioritizedSampler(Sampler):
 
     def _update_trees(self, flat: torch.Tensor, values: torch.Tensor) -> None:
         with self._lock:
-            self._sum_tree.update(flat, values)
+            nodes = self._sum_tree.ancestors(flat)
+            self._sum_tree.update(flat, values, nodes)
             # zero-priority elements are never drawn, so they do not bound the weights
-            self._min_tree.update(flat, torch.where(values > 0, values, torch.inf))
+            self._min_tree.update(flat, torch.where(values > 0, values, torch.inf), nodes)
             if self._max_tree is not None:
-                self._max_tree.update(flat, values)
+                self._max_tree.update(flat, values, nodes)
 
     # ----------------------------------------------------------------- priorities
     def update_priority(
@@ -307,14 +308,14 @@ class PrioritizedSampler(Sampler):
 
     def _draw(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``count`` flat positions drawn by priority, with their importance weights."""
-        total = self._sum_tree.total()
-        if not total.item() > 0:
+        mass = torch.rand(count, dtype=self.dtype, device=self._sum_tree.device)
+        try:
+            flat, values = self._sum_tree.sample_leaves(mass.mul_(self._sum_tree.total()))
+        except EmptyTreeError:
             raise RuntimeError(
                 f"{type(self).__name__} cannot sample: expected a positive total priority, "
-                f"found {float(total)}. Update priorities with positive values or use eps > 0."
-            )
-        mass = torch.rand(count, dtype=self.dtype, device=total.device) * total
-        flat, values = self._sum_tree.sample_leaves(mass)
+                "found 0. Update priorities with positive values or use eps > 0."
+            ) from None
         return flat, self._weights(values)
 
     def _weights(self, values: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,7 @@ import math
 
 import torch
 
-__all__ = ["SegmentTree"]
+__all__ = ["EmptyTreeError", "SegmentTree"]
 
 
 def _sum(x: torch.Tensor) -> torch.Tensor:
@@ -34,6 +34,10 @@ def _max(x: torch.Tensor) -> torch.Tensor:
 # op -> (reduction over the last dim, neutral element); plain functions so trees pickle
 _REDUCE = {"sum": (_sum, 0.0), "min": (_min, math.inf), "max": (_max, -math.inf)}
 _MAX_BRANCH = 128
+
+
+class EmptyTreeError(RuntimeError):
+    """Raised when sampling a sum tree whose leaves are all zero."""
 
 
 class SegmentTree:
@@ -102,16 +106,28 @@ class SegmentTree:
     def __getitem__(self, index: torch.Tensor) -> torch.Tensor:
         return self._levels[0][index]
 
-    def update(self, index: torch.Tensor, value: torch.Tensor | float) -> None:
+    def ancestors(self, index: torch.Tensor) -> list[torch.Tensor]:
+        """The nodes above ``index`` at each level (shareable by same-capacity trees)."""
+        nodes, node = [], index
+        for _ in range(self.depth):
+            node = node // self.branch
+            nodes.append(node)
+        return nodes
+
+    def update(
+        self,
+        index: torch.Tensor,
+        value: torch.Tensor | float,
+        ancestors: list[torch.Tensor] | None = None,
+    ) -> None:
         """Set the leaves at ``index`` to ``value`` and refresh their ancestors."""
         levels = self._levels
         if not isinstance(value, torch.Tensor) or value.shape != index.shape:
             value = torch.as_tensor(value, dtype=levels[0].dtype, device=index.device)
             value = value.expand(index.shape)
         levels[0].index_copy_(0, index, value.to(levels[0].dtype))
-        node = index
-        for k in range(1, self.depth + 1):
-            node = node // self.branch
+        nodes = self.ancestors(index) if ancestors is None else ancestors
+        for k, node in enumerate(nodes, start=1):
             children = levels[k - 1].view(-1, self.branch).index_select(0, node)
             levels[k].index_copy_(0, node, self._reduce(children))
 
@@ -145,6 +161,8 @@ class SegmentTree:
         values = self._levels[0].index_select(0, found)
         zero = values <= 0
         if bool(zero.any()):
+            if not bool(self.total() > 0):
+                raise EmptyTreeError("the tree holds no positive leaf")
             found[zero] = self._descend(mass[zero], guarded=True)
             values = self._levels[0].index_select(0, found)
         return found, values
