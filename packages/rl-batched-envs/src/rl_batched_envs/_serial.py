@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import torch
-
-from rl_batched_envs._batched import BatchedEnvBase, EnvFactory
+from rl_batched_envs._batched import BatchedEnvBase
 from rl_batched_envs._env_group import EnvGroup, build_envs
 from rl_envs_core import EnvMetaData
 
@@ -57,25 +53,6 @@ class SerialEnv(BatchedEnvBase):
         torch.Size([3, 4, 1])
         >>> env.close()
     """
-
-    def __init__(
-        self,
-        num_workers: int,
-        create_env_fn: EnvFactory | Sequence[EnvFactory],
-        create_env_kwargs: dict | Sequence[dict] | None = None,
-        *,
-        device: torch.device | str | None = None,
-        use_buffers: bool | None = None,
-        num_threads: int | None = None,
-    ) -> None:
-        super().__init__(
-            num_workers,
-            create_env_fn,
-            create_env_kwargs,
-            device=device,
-            use_buffers=use_buffers,
-            num_threads=num_threads,
-        )
 
     def _launch(self) -> list[EnvMetaData]:
         n = self._num_workers
