@@ -133,7 +133,8 @@ def docs(session: nox.Session) -> None:
     into an error. The site lands in the session's tmp dir; ``nox -s docs -- -k specs``
     passes pytest arguments through.
     """
-    _install(session, *FULL_STACK, *TEST_TOOLS, "sphinx>=8", "myst-parser>=4")
+    envpool = ["-e", "packages/rl-env-adapters[envpool]"]  # the libraries page runs EnvPool
+    _install(session, *FULL_STACK, *envpool, *TEST_TOOLS, "sphinx>=8", "myst-parser>=4")
     session.run(
         "pytest",
         "--doctest-glob=*.md",
