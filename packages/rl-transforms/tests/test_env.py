@@ -161,6 +161,21 @@ class TestTransformedEnv:
         env = TransformedEnv(counting_env(batch_size=[2]), StepCounter())
         assert env.reset()["step_count"].shape == torch.Size([2, 1])
 
+    def test_batch_unlocked_env_takes_the_data_batch(self):
+        from rl_envs_core import PendulumEnv
+        from rl_specs import Unbounded
+        from rl_transforms import InitTracker, TensorDictPrimer, TrajCounter
+
+        env = TransformedEnv(
+            PendulumEnv(),
+            Compose(StepCounter(3), RewardSum(), InitTracker(), TrajCounter(), TensorDictPrimer(h=Unbounded(shape=(2,)))),
+        )
+        td = env.reset(env.gen_params(batch_size=[4]))
+        assert td["step_count"].shape == torch.Size([4, 1]) and td["h"].shape == torch.Size([4, 2])
+        data = env.rollout(5, tensordict=td)
+        assert data.batch_size == torch.Size([4, 3])
+        assert data["next", "step_count"][0].squeeze(-1).tolist() == [1, 2, 3]
+
     def test_check_env_specs_with_chain(self, counting_env):
         env = TransformedEnv(
             counting_env(batch_size=[2]),

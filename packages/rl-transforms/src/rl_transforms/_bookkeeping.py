@@ -39,10 +39,18 @@ def done_levels(done_spec: Composite) -> dict[Level, torch.Size]:
     return levels
 
 
-def _zeros_at(tensordict: TensorDictBase, shape: torch.Size | None, dtype: torch.dtype) -> torch.Tensor:
-    if shape is None:
-        shape = (*tensordict.batch_size, 1)
-    return torch.zeros(shape, dtype=dtype, device=tensordict.device)
+def _full_shape(tensordict: TensorDictBase, event: torch.Size | None) -> tuple[int, ...]:
+    """The shape of an entry: the data's batch dims, then ``event`` (default ``(1,)``)."""
+    return (*tensordict.batch_size, *(event if event is not None else (1,)))
+
+
+def _event_shapes(levels: dict[Level, torch.Size], batch_ndim: int) -> dict[Level, torch.Size]:
+    """Drop the env's batch dims from spec shapes (batch-unlocked envs get other batches)."""
+    return {level: torch.Size(shape[batch_ndim:]) for level, shape in levels.items()}
+
+
+def _zeros_at(tensordict: TensorDictBase, event: torch.Size | None, dtype: torch.dtype) -> torch.Tensor:
+    return torch.zeros(_full_shape(tensordict, event), dtype=dtype, device=tensordict.device)
 
 
 class StepCounter(Transform):
@@ -149,7 +157,7 @@ class StepCounter(Transform):
         done_spec = output_spec["full_done_spec"]
         levels = done_levels(done_spec) or {(): (*output_spec.shape, 1)}
         self._lazy.clear()
-        self._lazy["levels"] = levels
+        self._lazy["levels"] = _event_shapes(levels, len(output_spec.shape))
         obs = output_spec["full_observation_spec"]
         bounded = self.max_steps is not None and self.update_done
         high = self.max_steps if bounded else torch.iinfo(torch.int64).max
@@ -228,12 +236,8 @@ class RewardSum(Transform):
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
         shapes = self._lazy.get("shapes", {})
         for _in_key, out_key, reset_key in zip(self._in_keys, self._out_keys, self.reset_keys):
-            spec = shapes.get(out_key)
-            zeros = (
-                torch.zeros(spec[0], dtype=spec[1], device=tensordict_reset.device)
-                if spec is not None
-                else _zeros_at(tensordict_reset, None, torch.float32)
-            )
+            event, dtype = shapes.get(out_key, (None, torch.float32))
+            zeros = _zeros_at(tensordict_reset, event, dtype)
             previous = tensordict.get(out_key, None)
             mask = tensordict.get(reset_key, None)
             if previous is not None and mask is not None and previous.shape == zeros.shape:
@@ -277,7 +281,7 @@ class RewardSum(Transform):
                     f"holds {sorted(map(str, reward_spec.keys(True, True)))}. Fix in_keys."
                 )
             target[out_key] = Unbounded(shape=leaf.shape, dtype=leaf.dtype, device=leaf.device)
-            shapes[out_key] = (leaf.shape, leaf.dtype)
+            shapes[out_key] = (leaf.shape[len(output_spec.shape) :], leaf.dtype)
         self._lazy["shapes"] = shapes
         self._carry_as_state(target, self._out_keys)
         return output_spec
@@ -321,11 +325,7 @@ class InitTracker(Transform):
 
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
         for key, shape in self._keys():
-            flag = torch.ones(
-                shape if shape is not None else (*tensordict_reset.batch_size, 1),
-                dtype=torch.bool,
-                device=tensordict_reset.device,
-            )
+            flag = torch.ones(_full_shape(tensordict_reset, shape), dtype=torch.bool, device=tensordict_reset.device)
             tensordict_reset.set(key, flag)
         return tensordict_reset
 
@@ -333,11 +333,7 @@ class InitTracker(Transform):
         for key, shape in self._keys():
             next_tensordict.set(
                 key,
-                torch.zeros(
-                    shape if shape is not None else (*next_tensordict.batch_size, 1),
-                    dtype=torch.bool,
-                    device=next_tensordict.device,
-                ),
+                torch.zeros(_full_shape(next_tensordict, shape), dtype=torch.bool, device=next_tensordict.device),
             )
         return next_tensordict
 
@@ -349,7 +345,7 @@ class InitTracker(Transform):
 
     def transform_output_spec(self, output_spec: Composite) -> Composite:
         levels = done_levels(output_spec["full_done_spec"]) or {(): (*output_spec.shape, 1)}
-        self._lazy["levels"] = levels
+        self._lazy["levels"] = _event_shapes(levels, len(output_spec.shape))
         obs = output_spec["full_observation_spec"]
         for level, shape in levels.items():
             obs[_nest(level, self.init_key)] = Categorical(2, shape=shape, dtype=torch.bool, device=obs.device)
@@ -410,9 +406,13 @@ class TargetReturn(Transform):
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
         shapes = self._lazy.get("shapes", {})
         for out_key in self._out_keys:
-            shape, dtype = shapes.get(out_key, ((*tensordict_reset.batch_size, 1), torch.float32))
+            event, dtype = shapes.get(out_key, (None, torch.float32))
             tensordict_reset.set(
-                out_key, torch.full(shape, self.target_return, dtype=dtype, device=tensordict_reset.device)
+                out_key,
+                torch.full(
+                    _full_shape(tensordict_reset, event), self.target_return, dtype=dtype,
+                    device=tensordict_reset.device,
+                ),
             )
         return tensordict_reset
 
@@ -446,7 +446,7 @@ class TargetReturn(Transform):
         for in_key, out_key in zip(self._in_keys, self._out_keys):
             leaf = reward_spec[in_key]
             obs[out_key] = Unbounded(shape=leaf.shape, dtype=leaf.dtype, device=leaf.device)
-            shapes[out_key] = (leaf.shape, leaf.dtype)
+            shapes[out_key] = (leaf.shape[len(output_spec.shape) :], leaf.dtype)
         self._lazy["shapes"] = shapes
         self._carry_as_state(obs, self._out_keys)
         return output_spec

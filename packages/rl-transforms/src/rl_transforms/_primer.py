@@ -109,11 +109,11 @@ class TensorDictPrimer(Transform):
         return (zero + value.to(zero.device)).to(zero.dtype).expand_as(zero).clone()
 
     def _write(self, tensordict: TensorDictBase, only_missing: bool) -> TensorDictBase:
-        attached = "specs" in self._lazy
+        batch_ndim = self._lazy.get("batch_ndim", 0)
+        extra = tensordict.batch_size[: max(tensordict.batch_dims - batch_ndim, 0)]
         for key, spec in self._specs().items():
             if only_missing and tensordict.get(key, None) is not None:
                 continue
-            extra = tensordict.batch_size if not attached else torch.Size([])
             tensordict.set(key, self._value(key, spec, extra))
         return tensordict
 
@@ -135,6 +135,7 @@ class TensorDictPrimer(Transform):
         batch = output_spec.shape
         specs = {key: self._batched(spec, batch) for key, spec in self.primers.items()}
         self._lazy["specs"] = specs
+        self._lazy["batch_ndim"] = len(batch)
         obs = output_spec["full_observation_spec"]
         for key, spec in specs.items():
             obs[key] = spec.clone()

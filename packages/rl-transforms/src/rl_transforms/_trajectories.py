@@ -45,8 +45,8 @@ class TrajCounter(Transform):
         return torch.arange(start, start + count, dtype=torch.int64)
 
     def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
-        shape = self._lazy.get("shape", (*tensordict_reset.batch_size, 1))
         batch = tensordict_reset.batch_size
+        shape = (*batch, 1)
         mask = tensordict.get("_reset", None)
         previous = tensordict.get(self.out_key, None)
         if mask is None or previous is None or previous.shape != torch.Size(shape):
@@ -79,7 +79,6 @@ class TrajCounter(Transform):
 
     def transform_output_spec(self, output_spec: Composite) -> Composite:
         shape = (*output_spec.shape, 1)
-        self._lazy["shape"] = shape
         obs = output_spec["full_observation_spec"]
         obs[self.out_key] = Unbounded(shape=shape, dtype=torch.int64, device=obs.device)
         self._carry_as_state(obs, [self.out_key])
