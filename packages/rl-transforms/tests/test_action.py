@@ -7,7 +7,7 @@ import torch
 from tensordict import TensorDict
 
 from rl_envs_core import check_env_specs
-from rl_specs import Categorical, MultiCategorical, MultiOneHot, OneHot
+from rl_specs import Bounded, Categorical, Composite, MultiCategorical, MultiOneHot, OneHot
 from rl_transforms import ActionDiscretizer, ActionMask, DiscreteActionProjection, TransformedEnv
 
 
@@ -53,8 +53,6 @@ class TestActionDiscretizer:
         assert isinstance(spec, spec_type) and spec.shape == torch.Size(shape)
 
     def test_single_dim_gives_categorical_or_one_hot(self):
-        from rl_specs import Bounded, Composite
-
         spec = Composite(action=Bounded(-1.0, 1.0, shape=(1,)))
         assert isinstance(ActionDiscretizer(3).transform_action_spec(spec.clone())["action"], Categorical)
         assert isinstance(ActionDiscretizer(3, categorical=False).transform_action_spec(spec.clone())["action"], OneHot)

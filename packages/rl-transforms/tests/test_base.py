@@ -9,6 +9,7 @@ from tensordict import TensorDict
 from rl_specs import Bounded, Composite, Unbounded
 from rl_transforms import (
     Compose,
+    FrameSkipTransform,
     ObservationNorm,
     ObservationTransform,
     RewardScaling,
@@ -110,8 +111,6 @@ class TestTransform:
         assert copy.loc is norm.loc and copy is not norm
 
     def test_clone_does_not_copy_the_cached_parent(self, counting_env):
-        from rl_transforms import FrameSkipTransform
-
         skip = FrameSkipTransform(2)
         env = TransformedEnv(counting_env(max_steps=10), skip)
         env.rollout(2)

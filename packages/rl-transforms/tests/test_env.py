@@ -6,14 +6,18 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from rl_envs_core import check_env_specs, step_mdp
+from rl_envs_core import PendulumEnv, check_env_specs, step_mdp
+from rl_specs import Unbounded
 from rl_transforms import (
     Compose,
     DoubleToFloat,
+    InitTracker,
     ObservationNorm,
     RenameTransform,
     RewardSum,
     StepCounter,
+    TensorDictPrimer,
+    TrajCounter,
     Transform,
     TransformedEnv,
 )
@@ -162,10 +166,6 @@ class TestTransformedEnv:
         assert env.reset()["step_count"].shape == torch.Size([2, 1])
 
     def test_batch_unlocked_env_takes_the_data_batch(self):
-        from rl_envs_core import PendulumEnv
-        from rl_specs import Unbounded
-        from rl_transforms import InitTracker, TensorDictPrimer, TrajCounter
-
         env = TransformedEnv(
             PendulumEnv(),
             Compose(StepCounter(3), RewardSum(), InitTracker(), TrajCounter(), TensorDictPrimer(h=Unbounded(shape=(2,)))),

@@ -7,6 +7,7 @@ import torch
 from tensordict import TensorDict
 
 from rl_envs_core import check_env_specs
+from rl_specs import Composite
 from rl_transforms import (
     ExcludeTransform,
     RemoveEmptySpecs,
@@ -96,8 +97,6 @@ class TestRemoveEmptySpecs:
         assert list(RemoveEmptySpecs()(td).keys()) == ["a"]
 
     def test_drops_empty_nested_specs(self, counting_env):
-        from rl_specs import Composite
-
         base = counting_env()
         base.observation_spec = base.observation_spec.clone().set("group", Composite())
         env = TransformedEnv(base, RemoveEmptySpecs())
