@@ -197,20 +197,34 @@ class TestMakeEnv:
 
 class TestRunDemo:
     def test_keeps_output_dir_when_given(self, tmp_path):
-        pytest.importorskip("gymnasium", reason="the gym backend is not installed")
         config = DemoConfig(**SMALL, output_dir=tmp_path / "out")
-        report = run_demo(config)
+        report = run_demo(config, env_factory=lambda config: _counting_env())
         assert report.frames == report.buffer_len == 64
         assert report.slices_checked == config.num_samples * config.batch_size // config.slice_len
+        assert report.episodes == 12  # 32 steps per env, episodes of 5 steps
         assert report.checkpoint_bytes > 0
         assert (tmp_path / "out" / "checkpoint").is_dir()
 
     def test_removes_its_temporary_dir(self, tmp_path, monkeypatch):
-        pytest.importorskip("gymnasium", reason="the gym backend is not installed")
         monkeypatch.setenv("TMPDIR", str(tmp_path))
         monkeypatch.setattr("tempfile.tempdir", None)
-        run_demo(DemoConfig(**SMALL))
+        run_demo(DemoConfig(**SMALL), env_factory=lambda config: _counting_env())
         assert list(tmp_path.iterdir()) == []
+
+    def test_closes_the_env_when_collection_fails(self):
+        env = _counting_env()
+        closed = []
+        env.close = lambda: closed.append(True)
+        env.rollout = lambda *args, **kwargs: (_ for _ in ()).throw(RuntimeError("worker died"))
+        with pytest.raises(RuntimeError, match="worker died"):
+            run_demo(DemoConfig(**SMALL), env_factory=lambda config: env)
+        assert closed == [True]
+
+    def test_runs_cartpole_end_to_end(self):
+        pytest.importorskip("gymnasium", reason="the gym backend is not installed")
+        report = run_demo(DemoConfig(**SMALL))
+        assert report.frames == report.buffer_len == 64
+        assert report.episodes == report.episode_returns.numel()
 
 
 class TestFormatReport:

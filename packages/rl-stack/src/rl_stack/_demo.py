@@ -323,8 +323,16 @@ def _disk_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-def run_demo(config: DemoConfig) -> DemoReport:
+def run_demo(
+    config: DemoConfig, *, env_factory: Callable[[DemoConfig], EnvBase] = make_env
+) -> DemoReport:
     """Run the whole demo and return its measurements.
+
+    Args:
+        config (DemoConfig): the settings.
+        env_factory (callable, optional): builds the env from ``config``; its outputs
+            need ``"observation"``, ``"step_count"`` and ``("next", "episode_reward")``.
+            Defaults to :func:`make_env`.
 
     Raises:
         DemoError: on an expected failure (missing backend, a failed check).
@@ -335,7 +343,7 @@ def run_demo(config: DemoConfig) -> DemoReport:
             if path.exists():
                 shutil.rmtree(path)
         buffer = make_buffer(config, storage_dir)
-        env = make_env(config)
+        env = env_factory(config)
         try:
             total = config.num_batches * config.steps_per_batch * config.workers
             with tqdm(
