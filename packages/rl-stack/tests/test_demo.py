@@ -205,6 +205,17 @@ class TestRunDemo:
         assert report.checkpoint_bytes > 0
         assert (tmp_path / "out" / "checkpoint").is_dir()
 
+    def test_reuses_an_output_dir_of_a_previous_run(self, tmp_path):
+        config = DemoConfig(**SMALL, output_dir=tmp_path)
+        first = run_demo(config, env_factory=lambda config: _counting_env())
+        second = run_demo(config, env_factory=lambda config: _counting_env())
+        assert first.buffer_len == second.buffer_len == 64
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            "checkpoint",
+            "storage",
+            "storage-reloaded",
+        ]
+
     def test_removes_its_temporary_dir(self, tmp_path, monkeypatch):
         monkeypatch.setenv("TMPDIR", str(tmp_path))
         monkeypatch.setattr("tempfile.tempdir", None)

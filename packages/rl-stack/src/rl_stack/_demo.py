@@ -339,7 +339,8 @@ def run_demo(
     """
     with _workdir(config.output_dir) as root:
         storage_dir, checkpoint = root / "storage", root / "checkpoint"
-        for path in (storage_dir, checkpoint):
+        reloaded_dir = root / "storage-reloaded"
+        for path in (storage_dir, checkpoint, reloaded_dir):  # what a previous run left
             if path.exists():
                 shutil.rmtree(path)
         buffer = make_buffer(config, storage_dir)
@@ -366,7 +367,7 @@ def run_demo(
         sample_seconds = time.perf_counter() - start
         buffer.dumps(checkpoint)
         checkpoint_bytes = _disk_bytes(checkpoint)
-        loaded = make_buffer(config, root / "storage-reloaded")
+        loaded = make_buffer(config, reloaded_dir)
         start = time.perf_counter()
         loaded.loads(checkpoint)
         load_seconds = time.perf_counter() - start
