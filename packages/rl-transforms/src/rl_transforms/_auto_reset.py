@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from tensordict import NestedKey, TensorDictBase
 
+from rl_envs_core import EnvBase
 from rl_envs_core.hooks import register_auto_reset_handler
 from rl_specs import Composite
 from rl_transforms._base import Compose, Transform
@@ -140,7 +141,7 @@ class AutoResetEnv(TransformedEnv):
         True
     """
 
-    def __init__(self, base_env: Any, transform: Transform | None = None, **kwargs: Any) -> None:  # Any: TransformedEnv args
+    def __init__(self, base_env: EnvBase, transform: Transform | None = None, **kwargs: bool) -> None:
         transform = transform if transform is not None else AutoResetTransform()
         first = transform[0] if isinstance(transform, Compose) and len(transform) else transform
         if not isinstance(first, AutoResetTransform):
@@ -183,14 +184,14 @@ class TransformAutoResetHandler:
     def __init__(self, *, replace: bool = True) -> None:
         self.transform = AutoResetTransform(replace=replace)
 
-    def on_step(self, env: Any, next_tensordict: TensorDictBase) -> TensorDictBase:  # Any: an EnvBase
+    def on_step(self, env: EnvBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         lazy = self.transform._lazy
         if "done_keys" not in lazy:
             lazy["done_keys"] = list(env.done_keys)
             lazy["skipped"] = {*env.done_keys, *env.reward_keys}
         return self.transform._step(next_tensordict, next_tensordict)
 
-    def on_reset(self, env: Any, tensordict: TensorDictBase | None) -> TensorDictBase | None:  # Any: an EnvBase
+    def on_reset(self, env: EnvBase, tensordict: TensorDictBase | None) -> TensorDictBase | None:
         saved = self.transform.pop_saved()
         if saved is None or tensordict is None:
             return None
