@@ -13,6 +13,7 @@ from rl_stack._demo import (
     DemoConfig,
     DemoError,
     DemoReport,
+    _size,
     check_round_trip,
     check_slices,
     collect,
@@ -161,6 +162,13 @@ class TestCheckRoundTrip:
         with pytest.raises(DemoError, match="contents differ"):
             check_round_trip(buffer, loaded, seed=0)
 
+    def test_rejects_other_samples_under_the_same_seed(self, filled):
+        _, buffer, _, _ = filled
+        other = make_buffer(DemoConfig(**{**SMALL, "slice_len": 2}), None)
+        other.extend(buffer[:].transpose(0, 1).contiguous())  # same contents, shorter slices
+        with pytest.raises(DemoError, match="under seed 0 the reloaded buffer samples other data"):
+            check_round_trip(buffer, other, seed=0)
+
     def test_rejects_another_length(self, filled):
         config, buffer, _, _ = filled
         other = make_buffer(config, None)
@@ -259,6 +267,18 @@ class TestFormatReport:
         assert "20.0 / 30.0" in text
         assert "3.0 MiB" in text
         assert "10.0 ms" in text
+
+    @pytest.mark.parametrize(
+        ("num_bytes", "text"),
+        [
+            (512, "512.0 B"),
+            (2048, "2.0 KiB"),
+            (5 * 1024**2, "5.0 MiB"),
+            (3 * 1024**4, "3072.0 GiB"),
+        ],
+    )
+    def test_sizes_read_in_binary_units(self, num_bytes, text):
+        assert _size(num_bytes) == text
 
     def test_reads_na_without_finished_episodes(self):
         text = format_report(self._report(torch.zeros(0)), DemoConfig(backend="envpool"))
