@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 from importlib import metadata
 from pathlib import Path
+
+from sphinx.util import logging
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCHMARK_RESULTS = ROOT / "benchmarks" / "results" / "latest.md"
@@ -68,6 +71,31 @@ def _join_wrapped_names(app, what, name, obj, options, lines: list[str]) -> None
         i += 1
 
 
+API_MODULES = (
+    "rl_specs",
+    "rl_envs_core",
+    "rl_transforms",
+    "rl_batched_envs",
+    "rl_replay",
+    "rl_datasets",
+    "rl_env_adapters",
+)
+
+
+def _check_api_complete(app, env) -> None:
+    """Warn (an error under ``-W``) for a name of an ``__all__`` the API pages left out."""
+    documented = set(env.get_domain("py").objects)
+    for module_name in API_MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            if f"{module_name}.{name}" not in documented:
+                logging.getLogger(__name__).warning(
+                    f"{module_name}.{name} is in {module_name}.__all__ but not in the API "
+                    f"reference. Give it a docstring or list it in docs/api/{module_name}.rst."
+                )
+
+
 def setup(app):
+    app.connect("env-check-consistency", _check_api_complete)
     app.connect("source-read", _insert_benchmarks)
     app.connect("autodoc-process-docstring", _join_wrapped_names, priority=100)
