@@ -13,6 +13,7 @@ Workloads (random actions, ``step_and_maybe_reset`` loops of ``STEPS`` batched s
 from __future__ import annotations
 
 import os
+from functools import partial
 
 import torch
 
@@ -30,10 +31,7 @@ def _track(env):
 
 
 def cartpole(ctx: Context):
-    def make():
-        return ctx.lib.envs.GymEnv("CartPole-v1")
-
-    return make
+    return partial(ctx.lib.envs.GymEnv, "CartPole-v1")  # picklable for spawn-based pools
 
 
 def counting(ctx: Context):

@@ -11,8 +11,10 @@ silent past ``timeout`` seconds is shut down with a ``TimeoutError``.
 from __future__ import annotations
 
 import gc
+import math
 import os
 import pickle
+import select
 import signal
 import time
 import traceback
@@ -62,6 +64,10 @@ def worker_main(
         conn.send_bytes(OK + dumps(group.metadata()))
     except BaseException as exc:
         conn.send_bytes(ERR + encode_exception(exc, traceback.format_exc()))
+        try:  # stay until the parent closes, so that only a crash ends a worker early
+            conn.recv_bytes()
+        except (EOFError, OSError):
+            pass
         return
     step, step_reset = group.step, group.step_and_maybe_reset
     while True:
@@ -152,6 +158,7 @@ class WorkerPool:
     ) -> None:
         self.owner = owner
         self.timeout = timeout
+        self._poller = None
         self.processes: list = []
         self.conns: list[connection.Connection] = []
         self._finalizer = weakref.finalize(self, _shutdown, self.processes, self.conns, True)
@@ -236,24 +243,27 @@ class WorkerPool:
             TimeoutError: no reply within ``timeout``; every worker is shut down.
         """
         conns, procs = self.conns, self.processes
+        every = len(workers) == len(conns)  # then one poller registered once serves
         waiting = {}
-        for w in workers:
-            waiting[conns[w]] = w
-            waiting[procs[w].sentinel] = w
+        if not every:
+            for w in workers:
+                waiting[conns[w]] = w
+                waiting[procs[w].sentinel] = w
         replies: dict[int, bytes] = {}
         error = None
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while len(replies) < min_get:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = connection.wait(list(waiting), left)
+            ready = self._poll(left) if every else self._wait(waiting, left)
             if not ready:
                 self._timed_out([w for w in workers if w not in replies], command)
-            for obj in ready:
-                w = waiting.get(obj)
-                if w is None or w in replies:
-                    continue
+            for w, is_conn in ready:
                 conn = conns[w]
-                if obj is not conn and not conn.poll():
+                if w in replies:  # a worker that already answered shows up: it died
+                    if not is_conn:
+                        self._died(w, command)
+                    continue
+                if not is_conn and not conn.poll():
                     self._died(w, command)
                 try:
                     msg = conn.recv_bytes()
@@ -262,11 +272,36 @@ class WorkerPool:
                 if msg[:1] == ERR and (error is None or w < error[0]):
                     error = (w, msg[1:])
                 replies[w] = msg[1:]
-                del waiting[conn]
-                del waiting[procs[w].sentinel]
+                if waiting:
+                    del waiting[conn]
+                    del waiting[procs[w].sentinel]
         if error is not None:  # the lowest failing worker, whatever the arrival order
             raise decode_exception(error[1], self.owner, error[0], command)
         return replies
+
+    def _wait(self, waiting: dict, left: float | None) -> list[tuple[int, bool]]:
+        """Ready ``(worker, is_pipe)`` among ``waiting`` (pipes and sentinels)."""
+        conns = self.conns
+        return [(waiting[o], o is conns[waiting[o]]) for o in connection.wait(list(waiting), left)]
+
+    def _poll(self, left: float | None) -> list[tuple[int, bool]]:
+        """Ready ``(worker, is_pipe)`` among all workers, through one persistent poller."""
+        if self._poller is None:
+            if not hasattr(select, "poll"):
+                waiting = {}
+                for w, (conn, proc) in enumerate(zip(self.conns, self.processes)):
+                    waiting[conn] = w
+                    waiting[proc.sentinel] = w
+                return self._wait(waiting, left)
+            poller, fds = select.poll(), {}
+            for w, (conn, proc) in enumerate(zip(self.conns, self.processes)):
+                for fd, is_conn in ((conn.fileno(), True), (proc.sentinel, False)):
+                    poller.register(fd, select.POLLIN)
+                    fds[fd] = (w, is_conn)
+            self._poller = (poller, fds)
+        poller, fds = self._poller
+        events = poller.poll(None if left is None else math.ceil(left * 1000))
+        return [fds[fd] for fd, _ in events]
 
     def _died(self, worker: int, command: str) -> None:
         proc = self.processes[worker]
@@ -286,4 +321,5 @@ class WorkerPool:
     def close(self, graceful: bool = True) -> None:
         """Stop every worker; idempotent."""
         self._finalizer.detach()
+        self._poller = None
         _shutdown(self.processes, self.conns, graceful)
