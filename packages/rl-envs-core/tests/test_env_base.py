@@ -9,7 +9,8 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from rl_envs_core import EnvBase, _validation
+from rl_envs_core import EnvBase, _transform_hook, _validation
+from rl_envs_core.hooks import register_transformed_env_factory
 from rl_envs_core.testing import CountingEnv
 from rl_specs import Bounded, Categorical, Composite, OneHot, Unbounded
 
@@ -282,3 +283,20 @@ class TestEnvBase:
         assert env.action_spec.shape == torch.Size([3, n_agents, 2])
         assert env.done_keys == ["done", "terminated"]
         assert env.rand_action()["agents", "action"].shape == torch.Size([3, n_agents, 2])
+
+
+class TestAppendTransform:
+    def test_without_rl_transforms_raises_import_error_with_install_line(self, monkeypatch):
+        monkeypatch.setattr(_transform_hook, "_FACTORY", [])
+        with pytest.raises(ImportError, match="pip install rl-transforms"):
+            CountingEnv().append_transform(lambda td: td)
+
+    def test_registered_factory_builds_the_transformed_env(self, monkeypatch):
+        monkeypatch.setattr(_transform_hook, "_FACTORY", [])
+        register_transformed_env_factory(lambda env, transform: (env, transform))
+        env = CountingEnv()
+
+        def transform(td):
+            return td
+
+        assert env.append_transform(transform) == (env, transform)

@@ -183,3 +183,45 @@ class TestTransformedEnv:
         )
         check_env_specs(env)
         assert isinstance(env.rollout(2), TensorDict)
+
+
+class TestAppendTransformOnEnvBase:
+    def test_plain_env_append_transform_returns_a_transformed_env(self):
+        from rl_envs_core.testing import CountingEnv
+
+        base = CountingEnv(max_steps=3)
+        env = base.append_transform(StepCounter())
+        assert isinstance(env, TransformedEnv) and env.base_env is base
+        assert env.rollout(5)["next", "step_count"].squeeze(-1).tolist() == [1, 2, 3]
+
+    def test_transformed_env_append_transform_extends_its_own_chain(self):
+        from rl_envs_core.testing import CountingEnv
+
+        env = TransformedEnv(CountingEnv(), StepCounter())
+        assert env.append_transform(RewardSum()) is env
+        assert "episode_reward" in env.observation_spec.keys()
+
+
+class TestTransformLikeModules:
+    def test_dreamer_decoder_finds_the_dreamer_env_through_transformed_env(self):
+        from tensordict.nn import TensorDictModule
+
+        from rl_envs_core import DreamerDecoder, DreamerEnv
+        from rl_specs import Bounded
+
+        prior = TensorDictModule(
+            lambda state, belief, action: (state + action, belief + 1, state.sum(-1, keepdim=True)),
+            in_keys=["state", "belief", "action"],
+            out_keys=["state", "belief", "reward"],
+        )
+        decoder = TensorDictModule(
+            lambda s, b: torch.cat([s, b], -1), in_keys=["state", "belief"], out_keys=["pixels"]
+        )
+        base = DreamerEnv(prior, prior_shape=(2,), belief_shape=(3,), obs_decoder=decoder)
+        base.action_spec = Bounded(-1.0, 1.0, shape=(2,))
+        record = DreamerDecoder()
+        TransformedEnv(base, Compose(StepCounter(), record))
+        data = base.rollout(3)
+        decoded = record(data["next"].clone())  # the decoder of the env it is attached to
+        expected = torch.cat([data["next", "state"], data["next", "belief"]], -1)
+        assert torch.equal(decoded["pixels"], expected)

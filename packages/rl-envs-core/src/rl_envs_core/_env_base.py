@@ -16,6 +16,7 @@ from torch import nn
 from rl_envs_core import _check, _partial, _rollout, _spec_views, _validation
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
 from rl_envs_core._step_mdp import advance, as_tuple
+from rl_envs_core._transform_hook import make_transformed_env
 from rl_specs import Categorical, Composite, TensorSpec, Unbounded
 
 DeviceType = torch.device | str | int | None
@@ -434,6 +435,14 @@ class EnvBase(nn.Module):
                 )
 
     # ------------------------------------------------------------------ seeding, misc
+    def append_transform(self, transform: Callable[[TensorDictBase], TensorDictBase]) -> EnvBase:
+        """Return a ``TransformedEnv`` of this env and ``transform`` (needs rl-transforms).
+
+        Raises:
+            ImportError: if rl-transforms, which provides ``TransformedEnv``, is not installed.
+        """
+        return make_transformed_env(self, transform)
+
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
         """Seed the env and return the next seed of a deterministic chain.
 

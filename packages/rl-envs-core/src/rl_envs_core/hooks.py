@@ -3,7 +3,9 @@
 Not part of the TorchRL-documented API (so not in ``rl_envs_core.__all__``), but
 public for sibling distributions: ``rl-transforms`` routes
 ``EnvBase(auto_reset=True)`` through its ``AutoResetTransform`` by registering a
-handler factory here. With nothing registered, :class:`CarryOverAutoReset` is used.
+handler factory here (with nothing registered, :class:`CarryOverAutoReset` is used),
+and makes ``EnvBase.append_transform`` return its ``TransformedEnv`` by registering
+a factory with :func:`register_transformed_env_factory`.
 
 Examples:
     >>> from rl_envs_core.hooks import AutoResetHandler, CarryOverAutoReset
@@ -18,5 +20,11 @@ from rl_envs_core._auto_reset import (
     CarryOverAutoReset,
     register_auto_reset_handler,
 )
+from rl_envs_core._transform_hook import register_transformed_env_factory
 
-__all__ = ["AutoResetHandler", "CarryOverAutoReset", "register_auto_reset_handler"]
+__all__ = [
+    "AutoResetHandler",
+    "CarryOverAutoReset",
+    "register_auto_reset_handler",
+    "register_transformed_env_factory",
+]

@@ -377,6 +377,18 @@ class _CallableTransform(Transform):
         super().__init__()
         self.fn = fn
 
+    def set_container(self, container: Any) -> None:  # Any: a Compose or a TransformedEnv
+        super().set_container(container)
+        attach = getattr(self.fn, "set_container", None)
+        if attach is not None:  # transform-like modules (DreamerDecoder) reach the env through us
+            attach(self)
+
+    @property
+    def base_env(self) -> Any:  # Any: the innermost env of the parent chain
+        """The env at the bottom of this transform's parent chain (``None`` when detached)."""
+        parent = self.parent
+        return None if parent is None else getattr(parent, "base_env", parent)
+
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         return self.fn(next_tensordict)
 

@@ -14,6 +14,7 @@ from typing import Any
 from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase
+from rl_envs_core.hooks import register_transformed_env_factory
 from rl_transforms._base import Compose, TDCallable, Transform, as_transform
 from rl_transforms._key_lists import set_unlocked
 
@@ -212,3 +213,6 @@ class TransformedEnv(EnvBase):
 def _as_list(transform: Transform) -> list[Transform]:
     return list(transform) if isinstance(transform, Compose) else [transform]
 
+
+# EnvBase.append_transform on any env builds one of ours
+register_transformed_env_factory(TransformedEnv)

@@ -166,7 +166,8 @@ class DreamerDecoder(nn.Module):
 
     def set_container(self, container: Any) -> None:  # Any: see ``parent``
         """Attach the transform to ``container`` (an environment or a wrapper of one)."""
-        self.parent = container
+        # a back-reference, not a child: registering it as a submodule would make a cycle
+        object.__setattr__(self, "parent", container)
 
     def _decoder(self) -> nn.Module:
         env = getattr(self.parent, "base_env", self.parent)
