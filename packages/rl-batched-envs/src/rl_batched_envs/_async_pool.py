@@ -139,19 +139,24 @@ class AsyncEnvPool(EnvBase):
 
     # ------------------------------------------------------------------ backend hooks
     def _launch(self, makers: list, kwargs: list[dict]) -> list[EnvMetaData]:
-        raise NotImplementedError
+        """Abstract backend hook, implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _launch().")
 
     def _submit(self, kind: str, index: int, tensordict: TensorDictBase | None) -> None:
-        raise NotImplementedError
+        """Abstract backend hook, implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _submit().")
 
     def _collect(self, indices: list[int], kind: str, min_get: int) -> dict[int, Any]:
-        raise NotImplementedError
+        """Abstract backend hook, implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _collect().")
 
     def _call_env(self, index: int, name: str, *args: Any) -> Any:  # Any: method I/O
-        raise NotImplementedError
+        """Abstract backend hook, implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _call_env().")
 
     def _shutdown(self) -> None:
-        raise NotImplementedError
+        """Abstract backend hook, implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _shutdown().")
 
     # ------------------------------------------------------------------ helpers
     def _indices(self, tensordict: TensorDictBase | None, env_index: Any) -> list[int]:

@@ -152,22 +152,28 @@ class BatchedEnvBase(EnvBase):
 
     # ------------------------------------------------------------------ subclass hooks
     def _launch(self) -> list[EnvMetaData]:
-        raise NotImplementedError
+        """Abstract backend hook, implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _launch().")
 
     def _call_each(self, name: str, args: dict[int, tuple]) -> dict:
-        raise NotImplementedError
+        """Abstract backend hook, implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _call_each().")
 
     def _attach(self, buffers: tuple) -> None:
-        raise NotImplementedError
+        """Abstract backend hook, implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _attach().")
 
     def _step_all(self) -> None:
-        raise NotImplementedError
+        """Abstract backend hook, implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _step_all().")
 
     def _step_reset_all(self) -> None:
-        raise NotImplementedError
+        """Abstract backend hook, implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _step_reset_all().")
 
     def _shutdown(self) -> None:
-        raise NotImplementedError
+        """Abstract backend hook, implemented by each subclass."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _shutdown().")
 
     # ------------------------------------------------------------------ start-up
     @property
