@@ -94,6 +94,14 @@ class TestDemoCommand:
         with pytest.raises(OSError, match="disk full"):
             main(["demo", "--debug"])
 
+    def test_interrupt_exits_130_without_traceback(self, capsys, monkeypatch):
+        def interrupted(config):
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr("rl_stack._cli.run_demo", interrupted)
+        assert main(["demo"]) == 130
+        assert capsys.readouterr().err == "rl-stack demo: interrupted\n"
+
     def test_unknown_backend_is_a_usage_error(self):
         with pytest.raises(SystemExit) as excinfo:
             main(["demo", "--backend", "mujoco"])

@@ -58,6 +58,9 @@ def _run_demo(args: argparse.Namespace) -> int:
     except DemoError as err:
         print(f"rl-stack demo: error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print("rl-stack demo: interrupted", file=sys.stderr)
+        return 130
     except Exception as err:  # any other failure: one line too, the traceback with --debug
         if args.debug:
             raise
