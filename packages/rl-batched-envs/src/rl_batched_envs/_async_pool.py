@@ -109,6 +109,7 @@ class AsyncEnvPool(EnvBase):
                     f"one dict per env maker or a single dict."
                 )
         self.__dict__["_busy"] = {}
+        self.__dict__["_input_keys"] = None
         metas = self._launch(makers, kwargs)
         try:
             self._setup(metas, backend, stack)
@@ -260,7 +261,11 @@ class AsyncEnvPool(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         envs = active_envs(tensordict.get("_step", None), self.num_envs)
         envs = list(range(self.num_envs)) if envs is None else envs
-        self._send("step", _select(tensordict, envs), envs)
+        keys = self._input_keys
+        if keys is None:
+            keys = self.__dict__["_input_keys"] = [*self.action_keys, *self.state_keys, "_step"]
+        inputs = tensordict.select(*keys, strict=False)  # only what a step reads travels
+        self._send("step", _select(inputs, envs), envs)
         for i, td in self._recv("step", len(envs)):
             self._last_next[i] = td.get("next")
         return self._stack_out(self._last_next)
