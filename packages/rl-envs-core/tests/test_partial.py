@@ -227,3 +227,21 @@ class TestPartialStep:
             data = env.rollout(10, tensordict=start, auto_reset=False, break_when_all_done=True)
             assert data["next", "x"].squeeze(-1).tolist() == [[2.0, 3.0, 3.0], [1.0, 2.0, 3.0]]
         assert "_step" not in data.keys()
+
+
+class TestFitMask:
+    @pytest.mark.parametrize(
+        ("mask_shape", "entry_shape", "expected"),
+        [((), (), ()), ((), (3,), (1,)), ((2,), (2, 3), (2, 1)), ((2, 1), (2,), (2,))],
+    )
+    def test_mask_broadcasts_over_the_entry(self, mask_shape, entry_shape, expected):
+        from rl_envs_core._partial import fit_mask
+
+        mask = torch.ones(mask_shape, dtype=torch.bool)
+        assert fit_mask(mask, torch.Size(entry_shape), "x").shape == expected
+
+    def test_unbatched_env_partial_reset_after_truncation(self):
+        # an unbatched env whose done flag comes back as a 0-dim reset mask
+        env = CountingEnv(max_steps=2)
+        data = env.rollout(5, break_when_any_done=False)
+        assert data["next", "observation"].squeeze(-1).tolist() == [1.0, 2.0, 1.0, 2.0, 1.0]

@@ -67,6 +67,21 @@ class TestTedCheckpointers:
         restored.loads(tmp_path)
         _assert_same(storage, restored)
 
+    def test_round_trip_of_a_full_storage_of_one_episode_without_end(self, tmp_path, checkpointer):
+        # a done key that is never set: its table of ends holds empty tensors
+        data = _rollout(1, 10, episode_len=100)[0]
+        data["next", "terminated"] = torch.zeros(10, 1, dtype=torch.bool)
+        data["next", "truncated"] = torch.zeros(10, 1, dtype=torch.bool)
+        data["next", "truncated"][-1] = True
+        storage = LazyMemmapStorage(10)
+        ReplayBuffer(storage=storage).extend(data)
+        storage.checkpointer = checkpointer()
+        storage.dumps(tmp_path)
+        restored = LazyMemmapStorage(10)
+        restored.checkpointer = checkpointer()
+        restored.loads(tmp_path)
+        _assert_same(storage, restored)
+
     def test_round_trip_multi_dim_partially_filled(self, tmp_path, checkpointer):
         storage = LazyMemmapStorage(100, ndim=2)
         rb = ReplayBuffer(storage=storage)
@@ -220,3 +235,12 @@ class TestH5StorageCheckpointer:
         path.write_bytes(path.read_bytes()[:100])
         with pytest.raises(ValueError, match="truncated or corrupt"):
             storage.loads(tmp_path)
+
+
+def test_memmap_dir_with_an_empty_tensor_loads(tmp_path):
+    # tensordict writes no data file for a tensor with no element
+    from rl_replay.checkpointers._files import load_memmap_dir
+
+    TensorDict({"ends": torch.zeros(0, dtype=torch.int64), "x": torch.ones(2)}, []).memmap(tmp_path)
+    loaded = load_memmap_dir(tmp_path, "Test")
+    assert loaded["ends"].shape == (0,) and loaded["x"].tolist() == [1.0, 1.0]

@@ -19,6 +19,13 @@ from rl_transforms import (
 
 
 class TestStepCounter:
+    def test_truncation_restarts_an_unbatched_stateless_env(self):
+        from rl_envs_core import PendulumEnv
+
+        env = TransformedEnv(PendulumEnv(), StepCounter(max_steps=5))
+        data = env.rollout(12, break_when_any_done=False)
+        assert data["next", "step_count"].squeeze(-1).tolist() == [1, 2, 3, 4, 5] * 2 + [1, 2]
+
     def test_counts_from_reset(self, counting_env):
         env = TransformedEnv(counting_env(max_steps=3), StepCounter())
         data = env.rollout(10, break_when_any_done=False)

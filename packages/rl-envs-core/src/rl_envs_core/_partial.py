@@ -41,7 +41,7 @@ def fit_mask(mask: torch.Tensor, shape: torch.Size, key: NestedKey) -> torch.Ten
                 f"{key!r} of shape {tuple(shape)}: the mask must match the leading dims "
                 f"of the entry. Shape '_reset'/'_step' like the batch (or like 'done')."
             )
-    return mask.reshape(*mshape, *([1] * (len(shape) - len(mshape))))
+    return mask.reshape(torch.Size([*mshape, *([1] * (len(shape) - len(mshape)))]))
 
 
 def merge_masked(
