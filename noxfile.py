@@ -35,11 +35,10 @@ def _pyproject(dist: str) -> dict:
 
 
 MEMBERS = sorted(p.parent.name for p in PACKAGES.glob("*/pyproject.toml"))
-# (distribution, extra) pairs whose tests need a backend; the meta-package only forwards extras.
+# (distribution, extra) pairs whose tests need a backend (rl-stack's demo tests need gym).
 EXTRAS = [
     (dist, extra)
     for dist in MEMBERS
-    if dist != "rl-stack"
     for extra in _pyproject(dist)["project"].get("optional-dependencies", {})
 ]
 
