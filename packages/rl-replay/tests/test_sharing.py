@@ -37,3 +37,28 @@ def test_pickled_buffer_keeps_its_components():
     clone = pickle.loads(pickle.dumps(rb))
     assert len(clone) == 3 and clone.sample().shape == (2,)
     assert clone.writer in clone.storage._attached_entities
+
+
+def _extend_one_at_a_time(rb: TensorDictReplayBuffer, tag: float, count: int) -> None:
+    for i in range(count):
+        rb.extend(TensorDict({"a": torch.full((1,), tag + i)}, [1]))
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_concurrent_writers_in_two_processes_lose_nothing(start_method):
+    rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(4000))
+    rb.extend(TensorDict({"a": torch.full((1,), -1.0)}, [1]))  # the parent allocates the storage
+    ctx = mp.get_context(start_method)
+    procs = [
+        ctx.Process(target=_extend_one_at_a_time, args=(rb, 10000.0 * k, 1500)) for k in (1, 2)
+    ]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+        assert proc.exitcode == 0
+    assert len(rb) == 3001
+    written = sorted(rb["a"][:3001].tolist())
+    assert written == [-1.0] + [10000.0 + i for i in range(1500)] + [
+        20000.0 + i for i in range(1500)
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from typing import Any
 
 import torch
@@ -35,6 +36,9 @@ class RoundRobinWriter(Writer):
     def __init__(self, compilable: bool = False) -> None:
         super().__init__(compilable=compilable)
         self._cursor_value = torch.zeros((), dtype=torch.long).share_memory_()
+        # processes the buffer is handed to share the cursor: claiming rows and writing
+        # them must be one step across processes, or two collectors write the same rows
+        self._write_lock = multiprocessing.get_context("spawn").Lock()  # crosses fork and spawn
 
     @property
     def _cursor(self) -> int:
@@ -51,10 +55,11 @@ class RoundRobinWriter(Writer):
 
     def add(self, data: Any) -> Any:  # Any: any data the storage accepts
         """Write one element at the cursor and return its position."""
-        rows = self._rows(data, True)
-        cursor = self._cursor
-        self._storage.set(cursor, data)
-        self._cursor = (cursor + 1) % rows
+        with self._write_lock:
+            rows = self._rows(data, True)
+            cursor = self._cursor
+            self._storage.set(cursor, data)
+            self._cursor = (cursor + 1) % rows
         return cursor
 
     def extend(self, data: Any) -> Any:  # Any: see add
@@ -63,15 +68,16 @@ class RoundRobinWriter(Writer):
         When the batch is longer than the storage, only its last elements are kept.
         """
         count = _batch_len(data)
-        rows = self._rows(data, False)
-        cursor = self._cursor
-        end = cursor + count
-        if count > rows:  # only the last `rows` elements survive the wrap-around
-            data, cursor = _take_last(data, rows), end - rows
-        index = torch.arange(cursor, end) % rows
-        # a contiguous block is written through a slice: one plain copy per leaf
-        self._storage.set(slice(cursor, end) if end <= rows else index, data)
-        self._cursor = end % rows
+        with self._write_lock:
+            rows = self._rows(data, False)
+            cursor = self._cursor
+            end = cursor + count
+            if count > rows:  # only the last `rows` elements survive the wrap-around
+                data, cursor = _take_last(data, rows), end - rows
+            index = torch.arange(cursor, end) % rows
+            # a contiguous block is written through a slice: one plain copy per leaf
+            self._storage.set(slice(cursor, end) if end <= rows else index, data)
+            self._cursor = end % rows
         return index
 
     def _empty(self) -> None:
