@@ -5,8 +5,8 @@
 once in this interpreter (``rl_stack`` and the plain-torch ``floor``) and once in the
 peer venv (TorchRL 0.14 and the raw libraries), then one table per workload shows the
 median, min and max rate of each library and the ratio ours/peer (above 1: we are faster).
-Rows are written to ``benchmarks/results/<file>.json`` and the tables to
-``benchmarks/results/latest.md``.
+Rows are written to ``benchmarks/results/<file>.json`` and the tables of every stored
+file to ``benchmarks/results/latest.md`` (``--report-only`` rebuilds it without running).
 """
 
 from __future__ import annotations
@@ -102,22 +102,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--min-time", type=float, default=0.2)
     parser.add_argument("--no-peers", action="store_true", help="time rl_stack and floor only")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rebuild results/latest.md from the stored results/*.json without running",
+    )
     args = parser.parse_args(argv)
 
     files = sorted(p for p in HERE.glob("*/bench_*.py") if args.files in str(p))
-    peer = None if args.no_peers else _peer_python()
     RESULTS.mkdir(exist_ok=True)
+    if not args.report_only:
+        peer = None if args.no_peers else _peer_python()
+        for path in files:
+            rows = _run_file(Path(sys.executable), path, LOCAL_LIBS, args)
+            if peer is not None:
+                rows += _run_file(peer, path, PEER_LIBS, args)
+            (RESULTS / f"{path.parent.name}.{path.stem}.json").write_text(
+                json.dumps(rows, indent=1)
+            )
     report = []
     for path in files:
-        rows = _run_file(Path(sys.executable), path, LOCAL_LIBS, args)
-        if peer is not None:
-            rows += _run_file(peer, path, PEER_LIBS, args)
-        stem = f"{path.parent.name}.{path.stem}"
-        (RESULTS / f"{stem}.json").write_text(json.dumps(rows, indent=1))
-        workloads = dict.fromkeys(r["workload"] for r in rows)
-        for name in workloads:
+        stored = RESULTS / f"{path.parent.name}.{path.stem}.json"
+        if not stored.exists():
+            continue
+        rows = json.loads(stored.read_text())
+        for name in dict.fromkeys(r["workload"] for r in rows):
             table = _table([r for r in rows if r["workload"] == name])
-            section = f"### {stem}: {name} ({args.device})\n\n{table}\n"
+            device = next(r["device"] for r in rows if r["workload"] == name)
+            section = f"### {stored.stem}: {name} ({device})\n\n{table}\n"
             print(section)
             report.append(section)
     (RESULTS / "latest.md").write_text("\n".join(report))
