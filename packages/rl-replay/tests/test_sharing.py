@@ -10,7 +10,7 @@ from tensordict import TensorDict
 from torch import multiprocessing as mp
 
 from rl_replay import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer, TensorDictReplayBuffer
-from rl_replay.testing import extend_from_worker
+from rl_replay.testing import extend_from_worker, extend_one_at_a_time
 
 
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
@@ -39,19 +39,12 @@ def test_pickled_buffer_keeps_its_components():
     assert clone.writer in clone.storage._attached_entities
 
 
-def _extend_one_at_a_time(rb: TensorDictReplayBuffer, tag: float, count: int) -> None:
-    for i in range(count):
-        rb.extend(TensorDict({"a": torch.full((1,), tag + i)}, [1]))
-
-
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
 def test_concurrent_writers_in_two_processes_lose_nothing(start_method):
     rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(4000))
     rb.extend(TensorDict({"a": torch.full((1,), -1.0)}, [1]))  # the parent allocates the storage
     ctx = mp.get_context(start_method)
-    procs = [
-        ctx.Process(target=_extend_one_at_a_time, args=(rb, 10000.0 * k, 1500)) for k in (1, 2)
-    ]
+    procs = [ctx.Process(target=extend_one_at_a_time, args=(rb, 10000.0 * k, 1500)) for k in (1, 2)]
     for proc in procs:
         proc.start()
     for proc in procs:

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict, is_tensor_collection
 
-__all__ = ["StorageContract", "extend_from_worker"]
+__all__ = ["StorageContract", "extend_from_worker", "extend_one_at_a_time"]
 
 
 def extend_from_worker(rb: Any, value: float = 1.0, count: int = 10) -> None:  # Any: a buffer
@@ -22,6 +22,15 @@ def extend_from_worker(rb: Any, value: float = 1.0, count: int = 10) -> None:  #
     It lives in an importable module so that ``spawn`` workers can find it.
     """
     rb.extend(TensorDict({"a": torch.full((count,), value)}, [count]))
+
+
+def extend_one_at_a_time(rb: Any, start: float, count: int) -> None:  # Any: a buffer
+    """Extend ``rb`` ``count`` times with one element ``{"a": start + i}``: a process target.
+
+    Many small writes from several processes at once exercise the shared write cursor.
+    """
+    for i in range(count):
+        rb.extend(TensorDict({"a": torch.full((1,), start + i)}, [1]))
 
 
 class StorageContract:
