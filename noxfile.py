@@ -27,7 +27,7 @@ nox.options.sessions = ["unit", "extras", "integration", "docs", "lint"]
 TORCH = os.environ.get("RL_STACK_TORCH", "torch==2.13.0")
 TEST_TOOLS = ["pytest>=8", "hypothesis>=6"]
 # Every distribution, editable, with the backends the integration tests and benchmarks use.
-FULL_STACK = ["-e", "packages/rl-stack[gym]", "-e", "packages/rl-replay[h5]"]
+FULL_STACK = ["-e", "packages/rl-stack[gym,envpool]", "-e", "packages/rl-replay[h5]"]
 
 
 def _pyproject(dist: str) -> dict:
@@ -132,8 +132,7 @@ def docs(session: nox.Session) -> None:
     into an error. The site lands in the session's tmp dir; ``nox -s docs -- -k specs``
     passes pytest arguments through.
     """
-    envpool = ["-e", "packages/rl-env-adapters[envpool]"]  # the libraries page runs EnvPool
-    _install(session, *FULL_STACK, *envpool, *TEST_TOOLS, "sphinx>=8", "myst-parser>=4")
+    _install(session, *FULL_STACK, *TEST_TOOLS, "sphinx>=8", "myst-parser>=4")
     session.run(
         "pytest",
         "--doctest-glob=*.md",
