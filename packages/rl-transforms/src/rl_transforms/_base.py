@@ -29,6 +29,20 @@ from rl_transforms._key_lists import (
 TDCallable = Callable[[TensorDictBase], TensorDictBase]
 
 
+class _KeyList:
+    """A transform's key-list attribute, stored as ``_<name>`` and validated on assignment."""
+
+    def __init__(self, name: str, doc: str) -> None:
+        self.name, self.attr, self.__doc__ = name, f"_{name}", doc
+
+    def __get__(self, transform: Any, owner: type | None = None) -> Any:  # Any: self on the class
+        return self if transform is None else transform.__dict__[self.attr]
+
+    def __set__(self, transform: Any, value: KeyArg) -> None:  # Any: a Transform
+        owner = type(transform).__name__
+        transform.__dict__[self.attr] = key_list(value, owner=owner, name=self.name)
+
+
 class Transform(nn.Module):
     """Base class for environment transforms, which modify or create new data in a tensordict.
 
@@ -99,41 +113,10 @@ class Transform(nn.Module):
         check_same_length(name, self._in_keys_inv, self._out_keys_inv, ("in_keys_inv", "out_keys_inv"))
 
     # ------------------------------------------------------------------ keys
-    @property
-    def in_keys(self) -> list[NestedKey]:
-        """Entries read by the forward transform (base-env side)."""
-        return self._in_keys
-
-    @in_keys.setter
-    def in_keys(self, value: KeyArg) -> None:
-        self._in_keys = key_list(value, owner=type(self).__name__, name="in_keys")
-
-    @property
-    def out_keys(self) -> list[NestedKey]:
-        """Entries written by the forward transform (policy side)."""
-        return self._out_keys
-
-    @out_keys.setter
-    def out_keys(self, value: KeyArg) -> None:
-        self._out_keys = key_list(value, owner=type(self).__name__, name="out_keys")
-
-    @property
-    def in_keys_inv(self) -> list[NestedKey]:
-        """Entries written by the inverse transform (base-env side)."""
-        return self._in_keys_inv
-
-    @in_keys_inv.setter
-    def in_keys_inv(self, value: KeyArg) -> None:
-        self._in_keys_inv = key_list(value, owner=type(self).__name__, name="in_keys_inv")
-
-    @property
-    def out_keys_inv(self) -> list[NestedKey]:
-        """Entries read by the inverse transform (policy side)."""
-        return self._out_keys_inv
-
-    @out_keys_inv.setter
-    def out_keys_inv(self, value: KeyArg) -> None:
-        self._out_keys_inv = key_list(value, owner=type(self).__name__, name="out_keys_inv")
+    in_keys = _KeyList("in_keys", "Entries read by the forward transform (base-env side).")
+    out_keys = _KeyList("out_keys", "Entries written by the forward transform (policy side).")
+    in_keys_inv = _KeyList("in_keys_inv", "Entries written by the inverse transform (base-env side).")
+    out_keys_inv = _KeyList("out_keys_inv", "Entries read by the inverse transform (policy side).")
 
     @property
     def missing_tolerance(self) -> bool:
