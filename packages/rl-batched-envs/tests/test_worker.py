@@ -57,8 +57,10 @@ def _gone(pid: int) -> bool:
 
 
 class TestParallelEnvFailures:
+    """Worker indices are env indices here: one process per env (``num_envs_per_worker=1``)."""
+
     def test_step_error_keeps_type_worker_index_and_traceback(self):
-        env = ParallelEnv(2, FailingEnv, [{}, {"fail_on": "step"}])
+        env = ParallelEnv(2, FailingEnv, [{}, {"fail_on": "step"}], num_envs_per_worker=1)
         td = env.reset()
         with pytest.raises(ZeroDivisionError) as info:
             env.rand_step(td)
@@ -83,7 +85,7 @@ class TestParallelEnvFailures:
             ParallelEnv(2, factory)
 
     def test_killed_worker_raises_typed_error_within_two_seconds(self):
-        env = ParallelEnv(2, SleepyEnv, [{}, {"delay": 10.0}])
+        env = ParallelEnv(2, SleepyEnv, [{}, {"delay": 10.0}], num_envs_per_worker=1)
         td = env.rand_action(env.reset())
         pids = env.worker_pids()
         threading.Timer(0.3, os.kill, (pids[1], signal.SIGKILL)).start()
@@ -108,7 +110,7 @@ class TestParallelEnvFailures:
         env.close()
 
     def test_hung_worker_hits_timeout(self):
-        env = ParallelEnv(2, SleepyEnv, [{}, {"delay": 30.0}], timeout=0.5)
+        env = ParallelEnv(2, SleepyEnv, [{}, {"delay": 30.0}], timeout=0.5, num_envs_per_worker=1)
         td = env.rand_action(env.reset())
         pids = env.worker_pids()
         start = time.monotonic()

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from tensordict import LazyStackedTensorDict, NestedKey, TensorDictBase
+from tensordict import LazyStackedTensorDict, NestedKey, TensorDict, TensorDictBase
 
 from rl_batched_envs._env_group import BufferLayout
 from rl_envs_core import EnvBase, EnvMetaData
@@ -72,6 +72,31 @@ def check_sub_batch(owner: str, metas: Sequence[EnvMetaData]) -> torch.Size:
                 f"env with the same batch_size."
             )
     return sub_batch
+
+
+def flat_entries(buf: TensorDictBase) -> list[tuple[str, torch.Tensor]] | None:
+    """``buf``'s entries, listed once, when they are all plain tensors (``None`` otherwise)."""
+    entries = list(buf.items())
+    if buf._maybe_names() is None and all(type(v) is torch.Tensor for _, v in entries):
+        return entries
+    return None
+
+
+def clone_entries(
+    buf: TensorDictBase, entries: list[tuple[str, torch.Tensor]] | None
+) -> TensorDictBase:
+    """``buf.clone()``, from the entries :func:`flat_entries` listed (``None``: clone).
+
+    ``clone()`` walks and re-validates every entry at each call; the buffers' entries
+    never change, so the copy is one ``Tensor.clone`` per entry in a new tensordict.
+    """
+    if entries is None:
+        return buf.clone()
+    return TensorDict._new_unsafe(
+        {key: value.clone() for key, value in entries},
+        batch_size=buf.batch_size,
+        device=buf.device,
+    )
 
 
 def _last(key: NestedKey) -> str:
@@ -249,6 +274,7 @@ class BatchedEnvBase(EnvBase):
         state["_mask_buf"] = in_buf
         state["_next_buf"] = next_buf
         state["_root_buf"] = root_buf
+        state["_entries"] = {id(b): flat_entries(b) for b in (next_buf, root_buf)}
         state["_layout"] = layout
 
     def _share(self, buf: TensorDictBase) -> TensorDictBase:
@@ -306,7 +332,7 @@ class BatchedEnvBase(EnvBase):
         device = self.device
         if device is not None and device != buf.device:
             return buf.to(device)
-        return buf.clone()
+        return clone_entries(buf, self._entries[id(buf)])
 
     def _stack(self, tds: list[TensorDictBase]) -> TensorDictBase:
         if self._lazy:

@@ -10,6 +10,7 @@ from tensordict import TensorDictBase
 
 from rl_batched_envs._batched import BatchedEnvBase, EnvFactory
 from rl_batched_envs._errors import WorkerDiedError
+from rl_batched_envs._layout import worker_spans
 from rl_batched_envs._worker import STEP, STEP_RESET, WorkerPool, default_start_method
 from rl_envs_core import EnvMetaData
 
@@ -42,8 +43,11 @@ class ParallelEnv(BatchedEnvBase):
     Envs with dynamic (``-1``) or heterogeneous specs fall back to pickled
     tensordicts. ``step_and_maybe_reset`` resets done envs inside the workers.
 
-    Workers start in parallel, build their envs and report the envs' metadata (the
-    main process builds no env). They use ``fork`` where it is safe (Linux, no
+    More worker processes than CPUs only add context switches, so by default the
+    sub-envs are spread over at most one worker process per usable CPU, each
+    running its share of sub-envs one after the other (``num_envs_per_worker=1``
+    gives one process per sub-env). Workers start in parallel, build their envs and
+    report the envs' metadata (the main process builds no env). They use ``fork`` where it is safe (Linux, no
     CUDA context) and ``spawn`` otherwise, or ``mp_start_method``. Each worker
     runs ``num_sub_threads`` torch threads.
 
@@ -73,7 +77,11 @@ class ParallelEnv(BatchedEnvBase):
         num_sub_threads (int, optional): torch threads of each worker. Defaults to ``1``.
         num_envs_per_worker (int, optional): sub-envs run (serially) by each worker
             process, so that cheap envs are not dominated by inter-process
-            communication; ``num_workers`` still counts sub-envs. Defaults to ``1``.
+            communication; ``num_workers`` still counts sub-envs. ``1`` gives one
+            process per sub-env. Defaults to ``None``: the sub-envs are split as
+            evenly as possible over one worker per usable CPU (``os.sched_getaffinity``),
+            or one per sub-env when there are fewer sub-envs than CPUs. The batch,
+            the seeding and the data do not depend on the layout.
         timeout (float, optional): seconds to wait for a worker's answer; ``None``
             waits forever. Defaults to ``120.0``.
 
@@ -103,16 +111,18 @@ class ParallelEnv(BatchedEnvBase):
         use_buffers: bool | None = None,
         num_threads: int | None = None,
         num_sub_threads: int = 1,
-        num_envs_per_worker: int = 1,
+        num_envs_per_worker: int | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
         if mp_start_method is not None and mp_start_method not in _START_METHODS:
             raise ValueError(
                 f"mp_start_method must be one of {_START_METHODS} or None, got {mp_start_method!r}."
             )
-        if not isinstance(num_envs_per_worker, int) or num_envs_per_worker < 1:
+        if num_envs_per_worker is not None and (
+            not isinstance(num_envs_per_worker, int) or num_envs_per_worker < 1
+        ):
             raise ValueError(
-                f"num_envs_per_worker must be a positive int, got {num_envs_per_worker!r}."
+                f"num_envs_per_worker must be a positive int or None, got {num_envs_per_worker!r}."
             )
         state = self.__dict__
         state["_start_method"] = mp_start_method or default_start_method()
@@ -144,7 +154,7 @@ class ParallelEnv(BatchedEnvBase):
         method = self._start_method
         if method != "fork":
             _check_picklable([*fns, *kwargs], method)
-        spans = [(s, min(s + k, n)) for s in range(0, n, k)]
+        spans = worker_spans(n, k)
         state = self.__dict__
         state["_spans"] = spans
         state["_worker_of"] = [w for w, (s, e) in enumerate(spans) for _ in range(s, e)]
