@@ -16,6 +16,7 @@ from torch import nn
 from rl_envs_core import _check, _partial, _rollout, _spec_views, _validation
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
 from rl_envs_core._step_mdp import advance, as_tuple
+from rl_envs_core._td_fast import get_entry, set_child
 from rl_envs_core._transform_hook import make_transformed_env
 from rl_specs import Categorical, Composite, TensorSpec, Unbounded
 
@@ -250,12 +251,12 @@ class EnvBase(nn.Module):
         """
         if not self._io_checked or self.run_type_checks:
             _validation.check_step_input(self, tensordict)
-        partial = tensordict.get("_step", None)
+        partial = get_entry(tensordict, "_step")
         if partial is not None and not bool(partial.all()):
             next_td = _partial.partial_step(self, tensordict, partial)
         else:
             next_td = self._step_and_complete(tensordict)
-        tensordict.set("next", next_td)
+        set_child(tensordict, "next", next_td)
         return tensordict
 
     def _step_and_complete(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -277,6 +278,14 @@ class EnvBase(nn.Module):
 
     def _complete_done(self, out: TensorDictBase, *, fill_zeros: bool) -> None:
         """Flank a lone done/terminated with its dual; zero-fill the rest if asked."""
+        if type(out) is TensorDict:
+            # the common case: every done entry is a top-level name already there
+            present = out._tensordict
+            for key in self._key_cache()["done_keys"]:
+                if type(key) is not str or key not in present:
+                    break
+            else:
+                return
         present = out.keys()
         for key, leaf in self._done_leaf_specs():
             if key in present if isinstance(key, str) else out.get(key, None) is not None:

@@ -14,6 +14,7 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
 from rl_envs_core._step_mdp import aggregate_done, as_tuple
+from rl_envs_core._td_fast import any_true, get_entry
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
@@ -44,8 +45,8 @@ def step_and_maybe_reset(
 def done_somewhere(data: TensorDictBase, flags: list) -> bool:
     """Whether any of the ``flags`` entries (the ``"done"`` of each level) is ``True``."""
     for key in flags:
-        value = data.get(key, None)
-        if value is not None and bool(value.any()):
+        value = get_entry(data, key)
+        if value is not None and any_true(value):
             return True
     return False
 

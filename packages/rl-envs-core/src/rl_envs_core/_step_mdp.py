@@ -6,11 +6,15 @@ Holds :func:`step_mdp` (``"next"`` content brought to the root) and
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 from tensordict.utils import is_non_tensor
+from torch import Tensor
+
+from rl_envs_core._td_fast import entries
 
 DONE_NAMES = ("done", "terminated", "truncated")
 
@@ -49,6 +53,20 @@ def _is_nested(value: object) -> bool:
     return isinstance(value, TensorDictBase) and not is_non_tensor(value)
 
 
+@functools.lru_cache(maxsize=512)
+def names_at(excluded: frozenset[tuple[str, ...]], prefix: tuple[str, ...]) -> frozenset[str]:
+    """The last names of the ``excluded`` key tuples that sit directly under ``prefix``.
+
+    Lets a merge compare plain ``str`` names per level instead of building a full
+    key tuple for every entry; cached because the excluded sets come from the key
+    cache and so repeat at every step.
+    """
+    depth = len(prefix)
+    return frozenset(
+        key[depth] for key in excluded if len(key) == depth + 1 and key[:depth] == prefix
+    )
+
+
 def merge_levels(
     nxt: TensorDictBase | None,
     root: TensorDictBase | None,
@@ -62,38 +80,41 @@ def merge_levels(
     so neither input is ever modified. ``*_excluded`` hold full key tuples to skip.
     """
     items: dict[str, object] = {}
+    root_skip = names_at(root_excluded, prefix)
+    root_entries = entries(root) if root is not None else {}
     if nxt is not None:
-        for key, value in nxt.items():
-            full = (*prefix, key)
-            if full in next_excluded:
+        next_skip = names_at(next_excluded, prefix)
+        for key, value in entries(nxt).items():
+            if key in next_skip:
                 continue
-            if _is_nested(value):
-                sub_root = root.get(key, None) if root is not None else None
-                sub_root = sub_root if _is_nested(sub_root) and full not in root_excluded else None
-                merged = merge_levels(value, sub_root, next_excluded, root_excluded, full)
+            if type(value) is not Tensor and _is_nested(value):
+                sub_root = root_entries.get(key) if key not in root_skip else None
+                sub_root = sub_root if _is_nested(sub_root) else None
+                merged = merge_levels(value, sub_root, next_excluded, root_excluded, (*prefix, key))
                 if merged.is_empty() and not value.is_empty():
                     continue  # only excluded entries lived there: drop the level
                 value = merged
             items[key] = value
-    if root is not None:
-        for key, value in root.items():
-            if key in items:
+    for key, value in root_entries.items():
+        if key in items or key in root_skip:
+            continue
+        if type(value) is not Tensor and _is_nested(value):
+            merged = merge_levels(None, value, next_excluded, root_excluded, (*prefix, key))
+            if merged.is_empty() and not value.is_empty():
                 continue
-            full = (*prefix, key)
-            if full in root_excluded:
-                continue
-            if _is_nested(value):
-                merged = merge_levels(None, value, next_excluded, root_excluded, full)
-                if merged.is_empty() and not value.is_empty():
-                    continue
-                value = merged
-            items[key] = value
+            value = merged
+        items[key] = value
     like = nxt if nxt is not None else root
-    if root is None or nxt is None or (
-        root.batch_size == nxt.batch_size and root.device == nxt.device
+    if (
+        root is None
+        or nxt is None
+        or (root.batch_size == nxt.batch_size and root.device == nxt.device)
     ):
-        # Every leaf comes from a validated tensordict with this batch size and device.
-        return TensorDict._new_unsafe(items, batch_size=like.batch_size, device=like.device)
+        # Every leaf comes from a validated tensordict with this batch size and device;
+        # no value is a plain dict, so nested=False just copies the dict in.
+        return TensorDict._new_unsafe(
+            items, batch_size=like.batch_size, device=like.device, nested=False
+        )
     return TensorDict(items, batch_size=like.batch_size, device=like.device)
 
 
@@ -105,8 +126,9 @@ def advance(
     keep_other: bool = True,
 ) -> TensorDictBase:
     """The root of the next time step: ``"next"`` content, then the root's other entries."""
+    nxt = tensordict._tensordict.get("next") if type(tensordict) is TensorDict else None
     return merge_levels(
-        tensordict.get("next"),
+        nxt if nxt is not None else tensordict.get("next"),  # the generic get raises if missing
         tensordict if keep_other else None,
         next_excluded,
         root_excluded,

@@ -1,0 +1,163 @@
+"""The plain-TensorDict fast paths give what the generic tensordict methods give."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import LazyStackedTensorDict, TensorDict
+
+from rl_envs_core import step_mdp
+from rl_envs_core._td_fast import any_true, entries, get_entry, set_child
+from rl_envs_core.testing import CountingEnv
+
+
+def _ted(batch=(2,)):
+    return TensorDict(
+        {
+            "obs": torch.zeros(*batch, 1),
+            "action": torch.ones(*batch, 1),
+            "hidden": torch.full((*batch, 1), 7.0),
+            ("agents", "obs"): torch.zeros(*batch, 1),
+            ("agents", "action"): torch.ones(*batch, 1),
+            "next": {
+                "obs": torch.ones(*batch, 1),
+                "reward": torch.ones(*batch, 1),
+                "done": torch.zeros(*batch, 1, dtype=torch.bool),
+                ("agents", "obs"): torch.ones(*batch, 1),
+                ("agents", "reward"): torch.ones(*batch, 1),
+            },
+        },
+        batch,
+    )
+
+
+def _as_lazy(td):
+    return LazyStackedTensorDict.lazy_stack(list(td.unbind(0)), 0)
+
+
+class TestReads:
+    def test_entries_of_a_tensordict_is_its_dict(self):
+        td = _ted()
+        assert entries(td) is td._tensordict
+
+    def test_entries_of_a_lazy_stack_match_items(self):
+        lazy = _as_lazy(_ted())
+        assert sorted(entries(lazy)) == sorted(lazy.keys())
+
+    @pytest.mark.parametrize("key", ["obs", ("agents", "obs"), ("next", "reward"), "missing"])
+    @pytest.mark.parametrize("lazy", [False, True])
+    def test_get_entry_matches_get(self, key, lazy):
+        td = _as_lazy(_ted()) if lazy else _ted()
+        expected = td.get(key, None)
+        got = get_entry(td, key)
+        assert (got is None) == (expected is None)
+        if expected is not None:
+            assert torch.equal(got, expected)
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            torch.tensor([False]),
+            torch.tensor([True]),
+            torch.zeros(()),
+            torch.tensor([[False], [True]]),
+            torch.zeros(3, 1, dtype=torch.bool),
+            torch.tensor([float("nan")]),
+        ],
+    )
+    def test_any_true_matches_any(self, value):
+        assert any_true(value) == bool(value.any())
+
+
+class TestSetChild:
+    def test_fast_path_stores_the_child(self):
+        root, child = _ted(), TensorDict({"x": torch.ones(2, 1)}, [2])
+        set_child(root, "next", child)
+        assert root.get("next") is child
+
+    def test_names_are_propagated_like_set(self):
+        root = _ted()
+        root.names = ["env"]
+        child = TensorDict({"x": torch.ones(2, 1)}, [2])
+        set_child(root, "next", child)
+        assert root.get("next").names == ["env"]
+
+    def test_longer_child_batch_is_fitted_like_set(self):
+        root, child = _ted(), TensorDict({"x": torch.ones(2, 3)}, [2, 3])
+        expected = _ted()
+        expected.set("next", child.clone())
+        set_child(root, "next", child)
+        assert root.get("next").batch_size == expected.get("next").batch_size
+
+    @pytest.mark.parametrize("child_batch", [[3], []])
+    def test_other_batch_sizes_behave_like_set(self, child_batch):
+        def attempt(setter):
+            root = _ted()
+            try:
+                setter(root, "next", TensorDict({"x": torch.zeros(*child_batch, 1)}, child_batch))
+            except RuntimeError:
+                return "raised"
+            return root.get("next").batch_size
+
+        assert attempt(set_child) == attempt(lambda td, key, value: td.set(key, value))
+
+    def test_locked_parent_raises(self):
+        root = _ted().lock_()
+        with pytest.raises(RuntimeError):
+            set_child(root, "next", TensorDict({}, [2]))
+
+    def test_lazy_parent_goes_through_set(self):
+        lazy = _as_lazy(_ted())
+        set_child(lazy, "next", TensorDict({"x": torch.ones(2, 1)}, [2]))
+        assert torch.equal(lazy.get(("next", "x")), torch.ones(2, 1))
+
+
+class TestStepMdpPaths:
+    @pytest.mark.parametrize("keep_other", [True, False])
+    @pytest.mark.parametrize("exclude_done", [True, False])
+    def test_plain_and_lazy_inputs_agree(self, keep_other, exclude_done):
+        kwargs = {
+            "keep_other": keep_other,
+            "exclude_done": exclude_done,
+            "reward_keys": ["reward", ("agents", "reward")],
+            "action_keys": ["action", ("agents", "action")],
+        }
+        fast = step_mdp(_ted(), **kwargs)
+        generic = step_mdp(_as_lazy(_ted()), **kwargs)
+        assert set(fast.keys(True, True)) == set(generic.keys(True, True))
+        for key in fast.keys(True, True):
+            assert torch.equal(fast.get(key), generic.get(key))
+
+    def test_env_step_mdp_on_lazy_steps(self):
+        env = CountingEnv(batch_size=[2])
+        data = env.rand_step(env.reset())
+        fast = env._step_mdp(data)
+        generic = env._step_mdp(_as_lazy(data))
+        assert set(fast.keys(True, True)) == set(generic.keys(True, True))
+        for key in fast.keys(True, True):
+            assert torch.equal(fast.get(key), generic.get(key))
+
+
+class TestCompleteDone:
+    def _output(self, **flags):
+        return TensorDict({"observation": torch.zeros(1), **flags}, [])
+
+    def test_all_present_is_left_alone(self):
+        env = CountingEnv()
+        out = self._output(
+            done=torch.tensor([True]),
+            terminated=torch.tensor([False]),
+            truncated=torch.tensor([True]),
+        )
+        before = dict(out.items())
+        env._complete_done(out, fill_zeros=True)
+        assert all(out.get(key) is value for key, value in before.items())
+
+    @pytest.mark.parametrize("lazy", [False, True])
+    def test_missing_dual_is_filled(self, lazy):
+        env = CountingEnv()
+        out = self._output(done=torch.tensor([True]))
+        if lazy:
+            out = LazyStackedTensorDict.lazy_stack([out], 0)[0]
+        env._complete_done(out, fill_zeros=True)
+        assert out.get("terminated").item() and not out.get("truncated").item()
