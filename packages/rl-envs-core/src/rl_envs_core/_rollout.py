@@ -1,8 +1,8 @@
 """``EnvBase.rollout`` and ``EnvBase.step_and_maybe_reset`` as plain functions.
 
 The loop keeps per-step work to the step itself, one ``"next"``-to-root copy and
-one done check; the collected steps are stacked once at the end along a trailing
-dimension named ``"time"``.
+one done check; the collected steps are stacked along a trailing dimension named
+``"time"`` (by chunks while the rollout runs, see ``_stack.py``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
-from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 
+from rl_envs_core._stack import RolloutSteps
 from rl_envs_core._step_mdp import aggregate_done, as_tuple
 from rl_envs_core._td_fast import any_true, get_entry
 
@@ -98,61 +99,17 @@ def _mark_truncated(env: EnvBase, data: TensorDictBase) -> None:
             last.set_(key, torch.ones_like(last.get(key)))
 
 
-def _dense_stack(steps: list[TensorDictBase], dim: int) -> TensorDictBase:
-    """``torch.stack(steps, dim)`` for plain ``TensorDict`` steps with identical keys.
-
-    Reads each level's leaf dict once per step instead of going through the
-    generic stacking path (about twice as fast on rollouts of small steps); falls
-    back to ``torch.stack`` for any other layout, which then reports mismatches.
-    """
-    first = steps[0]
-    if not all(type(step) is TensorDict for step in steps):
-        return torch.stack(steps, dim)
+def _stack(env: EnvBase, steps: RolloutSteps, out: TensorDictBase | None) -> TensorDictBase:
     try:
-        return _stack_level([step._tensordict for step in steps], first, dim)
-    except (KeyError, TypeError, RuntimeError):
-        return torch.stack(steps, dim)
-
-
-def _stack_level(levels: list[dict], like: TensorDict, dim: int) -> TensorDict:
-    size = len(levels[0])
-    if any(len(level) != size for level in levels):
-        raise KeyError("the steps have different keys")
-    out = {}
-    for key, value in levels[0].items():
-        column = [level[key] for level in levels]
-        if type(value) is TensorDict:
-            out[key] = _stack_level([sub._tensordict for sub in column], value, dim)
-        elif isinstance(value, torch.Tensor) and not isinstance(value, TensorDictBase):
-            out[key] = torch.stack(column, dim)
-        else:
-            raise TypeError(f"entry {key!r} needs the generic stack")
-    batch = list(like.batch_size)
-    batch.insert(dim, len(levels))
-    return TensorDict(out, batch_size=batch, device=like.device)
-
-
-def _stack(
-    env: EnvBase,
-    steps: list[TensorDictBase],
-    return_contiguous: bool | None,
-    out: TensorDictBase | None,
-) -> TensorDictBase:
-    dim = steps[0].batch_dims
-    if return_contiguous is False or env._key_cache()["dynamic"]:
-        result = LazyStackedTensorDict.lazy_stack(steps, dim)
-    else:
-        try:
-            result = _dense_stack(steps, dim)
-        except RuntimeError as err:
-            raise RuntimeError(
-                f"rollout() could not stack the steps into one contiguous tensordict "
-                f"({err}). Keys or shapes vary between steps: start from a tensordict "
-                f"holding every entry of env.reset(), declare varying dims as -1 in the "
-                f"specs, or call rollout(..., return_contiguous=False)."
-            ) from err
-    names = [None] * dim + ["time"]
-    result.names = names
+        result = steps.stack()
+    except RuntimeError as err:
+        raise RuntimeError(
+            f"rollout() could not stack the steps into one contiguous tensordict "
+            f"({err}). Keys or shapes vary between steps: start from a tensordict "
+            f"holding every entry of env.reset(), declare varying dims as -1 in the "
+            f"specs, or call rollout(..., return_contiguous=False)."
+        ) from err
+    result.names = [None] * steps.dim + ["time"]
     if out is not None:
         out.update(result)
         return out
@@ -203,7 +160,8 @@ def rollout(
     else:
         act = policy
     flags = cache["done_flags"]
-    steps: list[TensorDictBase] = []
+    # stacked by chunks as they come (see _stack.py): fewer objects kept alive
+    steps = RolloutSteps(lazy=return_contiguous is False or cache["dynamic"])
     finished = None
     for i in range(max_steps):
         td = act(td)
@@ -230,7 +188,7 @@ def rollout(
             if last:
                 break
             td = advance_and_maybe_reset(env, td)
-    result = _stack(env, steps, return_contiguous, out)
+    result = _stack(env, steps, out)
     if set_truncated:
         _mark_truncated(env, result)
     return result
