@@ -108,12 +108,13 @@ class EnvGroup:
         # the group's rows of each step output, filled by one stack per key
         # each env's inputs as a plain dict, when they are all tensors and unnamed
         self.in_src = [
-            dict(td.items())
+            (dict(td.items()), td.batch_size, td.device)
             if td._maybe_names() is None and all(type(v) is torch.Tensor for v in td.values())
             else None
             for td in self.in_td
         ]
         self.next_rows = [next_rows.get(k) for k in layout.next_keys]
+        self.flat_next = all(type(k) is str for k in layout.next_keys)
         self.next_shapes = [rows.shape[1:] for rows in self.next_rows]
         # envs stepped through their own _step (the env-side contract, as a worker's
         # sub-env); an auto-resetting env goes through its public step
@@ -162,9 +163,8 @@ class EnvGroup:
         src = self.in_src[j]
         if src is None:
             return self.in_td[j].copy()
-        view = self.in_td[j]
         # what copy() returns; the entries were validated when the buffers were built
-        return TensorDict._new_unsafe(dict(src), batch_size=view.batch_size, device=view.device)
+        return TensorDict._new_unsafe(dict(src[0]), batch_size=src[1], device=src[2])
 
     def _active(self, active: Sequence[int] | None) -> Sequence[int]:
         return range(len(self.envs)) if active is None else active
@@ -206,14 +206,14 @@ class EnvGroup:
         ``terminated``, optional keys, dtype casts), as the general path does.
         """
         envs, direct_input, keys = self.envs, self._direct_input, self.layout.next_keys
-        rows, shapes = self.next_rows, self.next_shapes
+        rows, shapes, flat = self.next_rows, self.next_shapes, self.flat_next
         columns: list[list[torch.Tensor]] | None = [[] for _ in keys]
         outs = []
         for j, env in enumerate(envs):
             try:
                 nxt = env._step(direct_input(j))
                 outs.append(nxt)
-                if columns is not None and not _gather(nxt, keys, shapes, columns):
+                if columns is not None and not _gather(nxt, keys, shapes, columns, flat):
                     columns = None
                     for i, prev in enumerate(outs):  # the earlier ones passed the check
                         self._write(i, self.next_pairs[i], prev, "step")
@@ -340,11 +340,16 @@ def _gather(
     keys: Sequence[NestedKey],
     shapes: Sequence[torch.Size],
     columns: list[list[torch.Tensor]],
+    flat: bool,
 ) -> bool:
     """Append ``data``'s entry of each key to its column; ``False`` if one is missing or
-    is not a tensor of its ``shapes`` entry (the columns are then left partly filled)."""
+    is not a tensor of its ``shapes`` entry (the columns are then left partly filled).
+
+    ``flat``: every key is a string, so a ``TensorDict``'s entries dict answers them.
+    """
+    entries = data._tensordict if flat and type(data) is TensorDict else None
     for key, shape, column in zip(keys, shapes, columns):
-        src = leaf(data, key)
+        src = entries.get(key) if entries is not None else data.get(key, None)
         if not isinstance(src, torch.Tensor) or src.shape != shape:
             return False
         column.append(src)
