@@ -56,7 +56,9 @@ def make_counting_env(ctx: Context, batch: int, pixels: bool):
             }
             if pixels:
                 value = int(self.count.flatten()[0]) % 256
-                out["pixels"] = torch.full((*shape, 1, 84, 84), value, dtype=torch.uint8, device=ctx.device)
+                out["pixels"] = torch.full(
+                    (*shape, 1, 84, 84), value, dtype=torch.uint8, device=ctx.device
+                )
             return out
 
         def _reset(self, tensordict=None, **kwargs):

@@ -43,7 +43,10 @@ class ContinuousEnv(EnvBase):
         }
         if self.pixels:
             out["pixels"] = (
-                torch.arange(8 * 8 * 3, dtype=torch.uint8).reshape(8, 8, 3).expand(*shape, 8, 8, 3).clone()
+                torch.arange(8 * 8 * 3, dtype=torch.uint8)
+                .reshape(8, 8, 3)
+                .expand(*shape, 8, 8, 3)
+                .clone()
             )
         return TensorDict(out, batch_size=shape)
 
@@ -107,8 +110,13 @@ class MaskedEnv(EnvBase):
             mask[..., 1:3] = True
         done = torch.zeros(*shape, 1, dtype=torch.bool)
         return TensorDict(
-            {"observation": torch.full((*shape, 1), float(self.count)), "action_mask": mask,
-             "done": done, "terminated": done.clone(), "truncated": done.clone()},
+            {
+                "observation": torch.full((*shape, 1), float(self.count)),
+                "action_mask": mask,
+                "done": done,
+                "terminated": done.clone(),
+                "truncated": done.clone(),
+            },
             batch_size=shape,
         )
 
@@ -145,8 +153,12 @@ class SelfResettingEnv(EnvBase):
 
     def _out(self, done: bool):
         flag = torch.tensor([done])
-        out = {"observation": torch.tensor([float(self.count)]), "done": flag,
-               "terminated": flag.clone(), "truncated": torch.tensor([False])}
+        out = {
+            "observation": torch.tensor([float(self.count)]),
+            "done": flag,
+            "terminated": flag.clone(),
+            "truncated": torch.tensor([False]),
+        }
         if self.with_lives:
             out["lives"] = torch.tensor([3 - self.count // 2])
         return TensorDict(out)
@@ -189,7 +201,9 @@ class MarlEnv(EnvBase):
             shape=(2,),
         )
         self.observation_spec = Composite(agents=agents)
-        self.action_spec = Composite(agents=Composite(action=Categorical(2, shape=(2, 1)), shape=(2,)))
+        self.action_spec = Composite(
+            agents=Composite(action=Categorical(2, shape=(2, 1)), shape=(2,))
+        )
         self.reward_spec = Composite(agents=Composite(reward=Unbounded(shape=(2, 1)), shape=(2,)))
         flag = Categorical(2, shape=(2, 1), dtype=torch.bool)
         self.done_spec = Composite(
@@ -206,8 +220,11 @@ class MarlEnv(EnvBase):
         return TensorDict(
             {
                 "agents": TensorDict(
-                    {"observation": torch.full((2, 1), float(self.count)), "done": agents_done,
-                     "terminated": agents_done.clone()},
+                    {
+                        "observation": torch.full((2, 1), float(self.count)),
+                        "done": agents_done,
+                        "terminated": agents_done.clone(),
+                    },
                     [2],
                 ),
                 "done": torch.tensor([done]),

@@ -23,7 +23,9 @@ class TestActionMask:
         assert ((actions == 1) | (actions == 2)).all()
 
     def test_non_discrete_action_raises(self, continuous_env):
-        with pytest.raises(ValueError, match=r"ActionMask expected a maskable .* got BoundedContinuous"):
+        with pytest.raises(
+            ValueError, match=r"ActionMask expected a maskable .* got BoundedContinuous"
+        ):
             TransformedEnv(continuous_env(), ActionMask())
 
     def test_missing_mask_raises(self):
@@ -54,8 +56,13 @@ class TestActionDiscretizer:
 
     def test_single_dim_gives_categorical_or_one_hot(self):
         spec = Composite(action=Bounded(-1.0, 1.0, shape=(1,)))
-        assert isinstance(ActionDiscretizer(3).transform_action_spec(spec.clone())["action"], Categorical)
-        assert isinstance(ActionDiscretizer(3, categorical=False).transform_action_spec(spec.clone())["action"], OneHot)
+        assert isinstance(
+            ActionDiscretizer(3).transform_action_spec(spec.clone())["action"], Categorical
+        )
+        assert isinstance(
+            ActionDiscretizer(3, categorical=False).transform_action_spec(spec.clone())["action"],
+            OneHot,
+        )
 
     @pytest.mark.parametrize(
         "sampling, expected",
@@ -63,14 +70,18 @@ class TestActionDiscretizer:
     )
     def test_interval_values(self, continuous_env, sampling, expected):
         base = continuous_env(dtype=torch.float32)
-        t = ActionDiscretizer(4, out_action_key="d", sampling=ActionDiscretizer.SamplingStrategy[sampling])
+        t = ActionDiscretizer(
+            4, out_action_key="d", sampling=ActionDiscretizer.SamplingStrategy[sampling]
+        )
         env = TransformedEnv(base, t)
         env.step(env.reset().set("d", torch.tensor([0, 3])))
         assert base.last_action.tolist() == pytest.approx(expected)
 
     def test_random_sampling_stays_in_interval(self, continuous_env):
         base = continuous_env(dtype=torch.float32)
-        env = TransformedEnv(base, ActionDiscretizer(2, sampling=ActionDiscretizer.SamplingStrategy.RANDOM))
+        env = TransformedEnv(
+            base, ActionDiscretizer(2, sampling=ActionDiscretizer.SamplingStrategy.RANDOM)
+        )
         env.step(env.reset().set("action", torch.tensor([0, 1])))
         low, high = base.last_action.tolist()
         assert -1.0 <= low <= 0.0 <= high <= 1.0
@@ -80,11 +91,17 @@ class TestActionDiscretizer:
             TransformedEnv(counting_env(), ActionDiscretizer(3))
 
     def test_unattached_inverse_raises(self):
-        with pytest.raises(RuntimeError, match=r"ActionDiscretizer does not know the action bounds"):
+        with pytest.raises(
+            RuntimeError, match=r"ActionDiscretizer does not know the action bounds"
+        ):
             ActionDiscretizer(3).inv(TensorDict({"action": torch.tensor([0])}))
 
     def test_check_env_specs(self, continuous_env):
-        check_env_specs(TransformedEnv(continuous_env(dtype=torch.float32), ActionDiscretizer(5, categorical=False)))
+        check_env_specs(
+            TransformedEnv(
+                continuous_env(dtype=torch.float32), ActionDiscretizer(5, categorical=False)
+            )
+        )
 
 
 class TestDiscreteActionProjection:
@@ -99,7 +116,9 @@ class TestDiscreteActionProjection:
 
     def test_forward_projects_large_actions(self):
         t = DiscreteActionProjection(2, 4)
-        out = t(TensorDict({"action": torch.nn.functional.one_hot(torch.tensor([1, 3]), 4)}, [2]))["action"]
+        out = t(TensorDict({"action": torch.nn.functional.one_hot(torch.tensor([1, 3]), 4)}, [2]))[
+            "action"
+        ]
         assert out.shape == torch.Size([2, 2]) and out[0].tolist() == [0, 1]
 
     def test_effective_above_max_raises(self):

@@ -17,8 +17,11 @@ class TestAutoResetTransform:
     def test_replaces_and_saves_post_done_observation(self):
         t = AutoResetTransform()
         nxt = TensorDict(
-            {"observation": torch.tensor([[5.0], [7.0]]), "count": torch.tensor([[1], [2]]),
-             "done": torch.tensor([[True], [False]])},
+            {
+                "observation": torch.tensor([[5.0], [7.0]]),
+                "count": torch.tensor([[1], [2]]),
+                "done": torch.tensor([[True], [False]]),
+            },
             [2],
         )
         out = t._step(TensorDict({}, [2]), nxt)
@@ -29,7 +32,10 @@ class TestAutoResetTransform:
 
     def test_no_replace(self):
         t = AutoResetTransform(replace=False, fill_float=0.0)
-        out = t._step(TensorDict(), TensorDict({"observation": torch.tensor([5.0]), "done": torch.tensor([True])}))
+        out = t._step(
+            TensorDict(),
+            TensorDict({"observation": torch.tensor([5.0]), "done": torch.tensor([True])}),
+        )
         assert out["observation"].item() == 5.0 and t.saved is not None
 
     def test_forward_raises(self):
@@ -48,12 +54,16 @@ class TestAutoResetEnv:
         assert base.resets == 1
 
     def test_other_transforms_follow(self, self_resetting_env):
-        env = AutoResetEnv(self_resetting_env(max_steps=2), Compose(AutoResetTransform(), StepCounter()))
+        env = AutoResetEnv(
+            self_resetting_env(max_steps=2), Compose(AutoResetTransform(), StepCounter())
+        )
         data = env.rollout(4, break_when_any_done=False)
         assert data["step_count"].squeeze(-1).tolist() == [0, 1, 0, 1]
 
     def test_first_transform_must_be_auto_reset(self, self_resetting_env):
-        with pytest.raises(TypeError, match=r"AutoResetEnv expected an AutoResetTransform as first transform"):
+        with pytest.raises(
+            TypeError, match=r"AutoResetEnv expected an AutoResetTransform as first transform"
+        ):
             AutoResetEnv(self_resetting_env(), StepCounter())
 
     def test_is_a_transformed_env(self, self_resetting_env):

@@ -60,7 +60,9 @@ class TestTransform:
         assert (out["b"] == 1).all() and (out["a"] == 0).all()
 
     def test_missing_key_raises_naming_transform_and_key(self):
-        with pytest.raises(KeyError, match=r"AddOne expected the entry 'zz'.*available entries: \['a'\]"):
+        with pytest.raises(
+            KeyError, match=r"AddOne expected the entry 'zz'.*available entries: \['a'\]"
+        ):
             AddOne(in_keys=["zz"])(TensorDict({"a": torch.zeros(1)}))
 
     def test_missing_tolerance_skips(self):
@@ -125,7 +127,9 @@ class TestTransform:
     def test_second_container_raises(self, counting_env):
         t = StepCounter()
         TransformedEnv(counting_env(), t)
-        with pytest.raises(ValueError, match=r"StepCounter already belongs to a TransformedEnv.*clone"):
+        with pytest.raises(
+            ValueError, match=r"StepCounter already belongs to a TransformedEnv.*clone"
+        ):
             TransformedEnv(counting_env(), t)
 
     def test_reset_parent_allows_reuse(self, counting_env):
@@ -167,12 +171,18 @@ class TestCompose:
             Compose(3)
 
     def test_indexing_keeps_parent(self, counting_env):
-        env = TransformedEnv(counting_env(), Compose(StepCounter(), AddOne(in_keys=["observation"])))
+        env = TransformedEnv(
+            counting_env(), Compose(StepCounter(), AddOne(in_keys=["observation"]))
+        )
         assert env.transform[1].parent is not None
         assert env.transform[1].container is env.transform
 
     def test_slicing_returns_parentless_clones(self, counting_env):
-        t1, t2, t3 = StepCounter(), AddOne(in_keys=["observation"]), ObservationNorm(loc=0.0, scale=1.0)
+        t1, t2, t3 = (
+            StepCounter(),
+            AddOne(in_keys=["observation"]),
+            ObservationNorm(loc=0.0, scale=1.0),
+        )
         env = TransformedEnv(counting_env(), Compose(t1, t2, t3))
         last_two = env.transform[-2:]
         assert isinstance(last_two, Compose) and last_two.parent is None
@@ -180,7 +190,9 @@ class TestCompose:
         assert last_two[1] is not t3 and last_two[1].loc is t3.loc
 
     def test_parent_holds_previous_transforms(self, counting_env):
-        env = TransformedEnv(counting_env(), Compose(StepCounter(), AddOne(in_keys=["observation"])))
+        env = TransformedEnv(
+            counting_env(), Compose(StepCounter(), AddOne(in_keys=["observation"]))
+        )
         parent = env.transform[-1].parent
         assert isinstance(parent, TransformedEnv)
         assert [type(t) for t in parent.transform] == [StepCounter]
@@ -211,7 +223,9 @@ class TestCompose:
 
     def test_spec_hooks_chain(self):
         spec = Composite(reward=Unbounded(shape=(1,)))
-        out = Compose(AddOne(in_keys=["reward"], out_keys=["r1"]), AddOne(in_keys=["r1"], out_keys=["r2"]))
+        out = Compose(
+            AddOne(in_keys=["reward"], out_keys=["r1"]), AddOne(in_keys=["r1"], out_keys=["r2"])
+        )
         assert set(out.transform_reward_spec(spec).keys()) == {"reward", "r1", "r2"}
 
 
@@ -231,4 +245,7 @@ class TestObservationTransform:
             def _apply_transform(self, obs):
                 return -obs
 
-        assert Negate(in_keys=["a"], out_keys=["b"])(TensorDict({"a": torch.ones(1)}))["b"].item() == -1.0
+        assert (
+            Negate(in_keys=["a"], out_keys=["b"])(TensorDict({"a": torch.ones(1)}))["b"].item()
+            == -1.0
+        )

@@ -40,7 +40,9 @@ class TestStepCounter:
         assert not data["next", "terminated"].any()
 
     def test_update_done_false_leaves_done(self, counting_env):
-        env = TransformedEnv(counting_env(max_steps=100), StepCounter(max_steps=2, update_done=False))
+        env = TransformedEnv(
+            counting_env(max_steps=100), StepCounter(max_steps=2, update_done=False)
+        )
         data = env.rollout(3, break_when_any_done=False)
         assert data["next", "truncated"].squeeze(-1).tolist() == [False, True, True]
         assert not data["next", "done"].any()
@@ -63,11 +65,15 @@ class TestStepCounter:
 
     @pytest.mark.parametrize("max_steps", [0, -3, 1.5])
     def test_bad_max_steps_raises(self, max_steps):
-        with pytest.raises(ValueError, match=r"StepCounter expected max_steps to be a positive int"):
+        with pytest.raises(
+            ValueError, match=r"StepCounter expected max_steps to be a positive int"
+        ):
             StepCounter(max_steps=max_steps)
 
     def test_step_without_count_starts_from_zero(self):
-        out = StepCounter()._step(TensorDict(), TensorDict({"done": torch.zeros(1, dtype=torch.bool)}))
+        out = StepCounter()._step(
+            TensorDict(), TensorDict({"done": torch.zeros(1, dtype=torch.bool)})
+        )
         assert out["step_count"].tolist() == [1]
 
     def test_forward_on_stored_data_raises(self):
@@ -114,13 +120,23 @@ class TestRewardSum:
         assert t.in_keys == [("agents", "reward")] and t.out_keys == [("agents", "episode_reward")]
         assert t.reset_keys == [("agents", "_reset")]
         data = env.rollout(3)
-        assert data["next", "agents", "episode_reward"].squeeze(-1).tolist() == [[1.0, 2.0], [2.0, 4.0], [3.0, 6.0]]
+        assert data["next", "agents", "episode_reward"].squeeze(-1).tolist() == [
+            [1.0, 2.0],
+            [2.0, 4.0],
+            [3.0, 6.0],
+        ]
         check_env_specs(env)
 
     def test_explicit_reset_keys(self):
         t = RewardSum(in_keys=["r"], reset_keys=["my_reset"])
         reset = t._reset(
-            TensorDict({"episode_reward": torch.tensor([[4.0], [5.0]]), "my_reset": torch.tensor([True, False])}, [2]),
+            TensorDict(
+                {
+                    "episode_reward": torch.tensor([[4.0], [5.0]]),
+                    "my_reset": torch.tensor([True, False]),
+                },
+                [2],
+            ),
             TensorDict({}, [2]),
         )
         assert reset["episode_reward"].squeeze(-1).tolist() == [0.0, 5.0]
@@ -141,7 +157,9 @@ class TestRewardSum:
             TransformedEnv(counting_env(), RewardSum(in_keys=["bonus"]))
 
     def test_mismatched_keys_raise(self):
-        with pytest.raises(ValueError, match=r"RewardSum expected in_keys and out_keys of the same length"):
+        with pytest.raises(
+            ValueError, match=r"RewardSum expected in_keys and out_keys of the same length"
+        ):
             RewardSum(in_keys=["a", "b"], out_keys=["c"])
 
     def test_forward_on_stored_data_raises(self):
@@ -178,7 +196,9 @@ class TestInitTracker:
 
 
 class TestTargetReturn:
-    @pytest.mark.parametrize("mode, expected", [("reduce", [9.0, 8.0, 7.0]), ("constant", [10.0, 10.0, 10.0])])
+    @pytest.mark.parametrize(
+        "mode, expected", [("reduce", [9.0, 8.0, 7.0]), ("constant", [10.0, 10.0, 10.0])]
+    )
     def test_modes(self, counting_env, mode, expected):
         env = TransformedEnv(counting_env(max_steps=5), TargetReturn(10.0, mode=mode))
         data = env.rollout(3)
@@ -194,14 +214,18 @@ class TestTargetReturn:
         t = TargetReturn(3.0)
         env = TransformedEnv(marl_env(), t)
         assert t.out_keys == [("agents", "target_return")]
-        assert env.rollout(1)["next", "agents", "target_return"].squeeze(-1).tolist() == [[2.0, 1.0]]
+        assert env.rollout(1)["next", "agents", "target_return"].squeeze(-1).tolist() == [
+            [2.0, 1.0]
+        ]
 
     def test_bad_mode_raises(self):
         with pytest.raises(ValueError, match=r"TargetReturn expected mode in"):
             TargetReturn(1.0, mode="grow")
 
     def test_step_without_reset_raises(self):
-        with pytest.raises(KeyError, match=r"TargetReturn expected 'target_return' in the step input"):
+        with pytest.raises(
+            KeyError, match=r"TargetReturn expected 'target_return' in the step input"
+        ):
             TargetReturn(1.0)._step(TensorDict(), TensorDict({"reward": torch.ones(1)}))
 
     def test_check_env_specs(self, counting_env):

@@ -19,7 +19,11 @@ from rl_transforms import (
 class TestDTypeCastTransform:
     def test_casts_selected_keys_only(self):
         t = DTypeCastTransform(torch.float64, torch.float16, in_keys=["a"])
-        td = t(TensorDict({"a": torch.zeros(1, dtype=torch.float64), "b": torch.zeros(1, dtype=torch.float64)}))
+        td = t(
+            TensorDict(
+                {"a": torch.zeros(1, dtype=torch.float64), "b": torch.zeros(1, dtype=torch.float64)}
+            )
+        )
         assert td["a"].dtype == torch.float16 and td["b"].dtype == torch.float64
 
     def test_without_keys_casts_every_matching_tensor(self):
@@ -32,7 +36,9 @@ class TestDTypeCastTransform:
         assert t.inv(TensorDict({"action": torch.zeros(1)}))["action"].dtype == torch.float64
 
     def test_bad_dtype_raises(self):
-        with pytest.raises(TypeError, match=r"DTypeCastTransform expected dtype_out to be a torch.dtype"):
+        with pytest.raises(
+            TypeError, match=r"DTypeCastTransform expected dtype_out to be a torch.dtype"
+        ):
             DTypeCastTransform(torch.float64, "float")
 
     def test_env_keys_resolved_from_specs(self, continuous_env):
@@ -43,7 +49,11 @@ class TestDTypeCastTransform:
         assert env.reset()["observation"].dtype == torch.float32
 
     def test_check_env_specs(self, continuous_env):
-        check_env_specs(TransformedEnv(continuous_env(batch_size=[2]), DTypeCastTransform(torch.float64, torch.float32)))
+        check_env_specs(
+            TransformedEnv(
+                continuous_env(batch_size=[2]), DTypeCastTransform(torch.float64, torch.float32)
+            )
+        )
 
 
 class TestDoubleToFloat:

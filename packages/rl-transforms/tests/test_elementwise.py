@@ -19,12 +19,16 @@ from rl_transforms import (
 
 class TestSignTransform:
     def test_signs_and_spec(self, counting_env):
-        assert SignTransform(in_keys=["r"])(TensorDict({"r": torch.tensor([-2.0, 0.0, 3.0])}))["r"].tolist() == [-1.0, 0.0, 1.0]
+        assert SignTransform(in_keys=["r"])(TensorDict({"r": torch.tensor([-2.0, 0.0, 3.0])}))[
+            "r"
+        ].tolist() == [-1.0, 0.0, 1.0]
         env = TransformedEnv(counting_env(), SignTransform(in_keys=["reward"]))
         assert isinstance(env.reward_spec, Bounded)
 
     def test_check_env_specs(self, counting_env):
-        check_env_specs(TransformedEnv(counting_env(), SignTransform(in_keys=["observation", "reward"])))
+        check_env_specs(
+            TransformedEnv(counting_env(), SignTransform(in_keys=["observation", "reward"]))
+        )
 
 
 class TestClipTransform:
@@ -34,32 +38,44 @@ class TestClipTransform:
         assert t.inv(TensorDict({"action": torch.tensor([5.0])}))["action"].tolist() == [1.0]
 
     def test_one_sided(self):
-        assert ClipTransform(in_keys=["x"], low=0.0)(TensorDict({"x": torch.tensor([-1.0, 9.0])}))["x"].tolist() == [0.0, 9.0]
+        assert ClipTransform(in_keys=["x"], low=0.0)(TensorDict({"x": torch.tensor([-1.0, 9.0])}))[
+            "x"
+        ].tolist() == [0.0, 9.0]
 
-    @pytest.mark.parametrize("kwargs, match", [({}, "expected low and/or high"), ({"low": 1.0, "high": 0.0}, "expected low <= high")])
+    @pytest.mark.parametrize(
+        "kwargs, match",
+        [({}, "expected low and/or high"), ({"low": 1.0, "high": 0.0}, "expected low <= high")],
+    )
     def test_bad_bounds_raise(self, kwargs, match):
         with pytest.raises(ValueError, match=match):
             ClipTransform(in_keys=["x"], **kwargs)
 
     def test_action_spec_narrowed(self, continuous_env):
-        env = TransformedEnv(continuous_env(), ClipTransform(in_keys_inv=["action"], low=-0.5, high=0.5))
+        env = TransformedEnv(
+            continuous_env(), ClipTransform(in_keys_inv=["action"], low=-0.5, high=0.5)
+        )
         assert env.action_spec.high.max().item() == 0.5
 
     def test_check_env_specs(self, continuous_env):
         env = TransformedEnv(
-            continuous_env(dtype=torch.float32), ClipTransform(in_keys=["observation"], low=0.0, high=2.0)
+            continuous_env(dtype=torch.float32),
+            ClipTransform(in_keys=["observation"], low=0.0, high=2.0),
         )
         check_env_specs(env)
 
 
 class TestUnaryTransform:
     def test_forward_and_inverse_functions(self):
-        t = UnaryTransform(["x"], ["y"], in_keys_inv=["a"], out_keys_inv=["b"], fn=torch.exp, inv_fn=torch.log)
+        t = UnaryTransform(
+            ["x"], ["y"], in_keys_inv=["a"], out_keys_inv=["b"], fn=torch.exp, inv_fn=torch.log
+        )
         assert t(TensorDict({"x": torch.zeros(1)}))["y"].item() == 1.0
         assert t.inv(TensorDict({"b": torch.ones(1)}))["a"].item() == 0.0
 
     def test_dtype_change_in_spec(self, counting_env):
-        env = TransformedEnv(counting_env(), UnaryTransform(["observation"], ["as_int"], fn=lambda x: x.long()))
+        env = TransformedEnv(
+            counting_env(), UnaryTransform(["observation"], ["as_int"], fn=lambda x: x.long())
+        )
         assert env.observation_spec["as_int"].dtype == torch.int64
         check_env_specs(env)
 
@@ -68,7 +84,11 @@ class TestUnaryTransform:
             UnaryTransform(["x"], ["y"], fn=3)
 
     def test_check_env_specs(self, counting_env):
-        check_env_specs(TransformedEnv(counting_env(batch_size=[2]), UnaryTransform(["observation"], ["o"], fn=torch.neg)))
+        check_env_specs(
+            TransformedEnv(
+                counting_env(batch_size=[2]), UnaryTransform(["observation"], ["o"], fn=torch.neg)
+            )
+        )
 
 
 class TestFiniteTensorDictCheck:

@@ -79,14 +79,18 @@ class TestTransformedEnv:
         assert td["action"].dtype == torch.float32
 
     def test_exposes_out_keys_inv_action(self, continuous_env):
-        env = TransformedEnv(continuous_env(), RenameTransform([], [], in_keys_inv=["action"], out_keys_inv=["act"]))
+        env = TransformedEnv(
+            continuous_env(), RenameTransform([], [], in_keys_inv=["action"], out_keys_inv=["act"])
+        )
         assert env.action_keys == ["act"]
         assert "act" in env.rand_action().keys()
         check_env_specs(env)
 
     def test_missing_inverse_key_raises(self, continuous_env):
         env = TransformedEnv(continuous_env(), DoubleToFloat(in_keys_inv=["nope"]))
-        with pytest.raises(KeyError, match=r"DoubleToFloat expected the entry 'nope'.*out_keys_inv"):
+        with pytest.raises(
+            KeyError, match=r"DoubleToFloat expected the entry 'nope'.*out_keys_inv"
+        ):
             env.rand_step(env.reset())
 
     def test_key_absent_from_parent_raises(self, counting_env):
@@ -168,7 +172,13 @@ class TestTransformedEnv:
     def test_batch_unlocked_env_takes_the_data_batch(self):
         env = TransformedEnv(
             PendulumEnv(),
-            Compose(StepCounter(3), RewardSum(), InitTracker(), TrajCounter(), TensorDictPrimer(h=Unbounded(shape=(2,)))),
+            Compose(
+                StepCounter(3),
+                RewardSum(),
+                InitTracker(),
+                TrajCounter(),
+                TensorDictPrimer(h=Unbounded(shape=(2,))),
+            ),
         )
         td = env.reset(env.gen_params(batch_size=[4]))
         assert td["step_count"].shape == torch.Size([4, 1]) and td["h"].shape == torch.Size([4, 2])
@@ -179,7 +189,9 @@ class TestTransformedEnv:
     def test_check_env_specs_with_chain(self, counting_env):
         env = TransformedEnv(
             counting_env(batch_size=[2]),
-            Compose(StepCounter(3), RewardSum(), DoubleToFloat(), ObservationNorm(loc=0.0, scale=1.0)),
+            Compose(
+                StepCounter(3), RewardSum(), DoubleToFloat(), ObservationNorm(loc=0.0, scale=1.0)
+            ),
         )
         check_env_specs(env)
         assert isinstance(env.rollout(2), TensorDict)

@@ -32,7 +32,9 @@ class TestFrameSkipTransform:
         assert data["next", "reward"].squeeze(-1).tolist() == [3.0, 1.0]
 
     def test_after_other_transforms(self, counting_env):
-        env = TransformedEnv(counting_env(max_steps=10), Compose(StepCounter(), FrameSkipTransform(2)))
+        env = TransformedEnv(
+            counting_env(max_steps=10), Compose(StepCounter(), FrameSkipTransform(2))
+        )
         assert env.rollout(2)["next", "observation"].squeeze(-1).tolist() == [2.0, 4.0]
 
     def test_bad_frame_skip_raises(self):
@@ -60,7 +62,9 @@ class TestNoopResetEnv:
 
     def test_retries_when_done(self, counting_env):
         env = TransformedEnv(counting_env(max_steps=2), NoopResetEnv(noops=2, random=False))
-        with pytest.raises(RuntimeError, match=r"NoopResetEnv: the env ended during the random steps"):
+        with pytest.raises(
+            RuntimeError, match=r"NoopResetEnv: the env ended during the random steps"
+        ):
             env.reset()
 
     def test_negative_noops_raise(self):
@@ -99,15 +103,22 @@ class TestEndOfLifeTransform:
             env.reset()
 
     def test_check_env_specs(self, self_resetting_env):
-        check_env_specs(TransformedEnv(self_resetting_env(max_steps=10, lives=True), EndOfLifeTransform()))
+        check_env_specs(
+            TransformedEnv(self_resetting_env(max_steps=10, lives=True), EndOfLifeTransform())
+        )
 
 
 class TestConditionalSkip:
     def test_skips_where_condition_holds(self, counting_env):
         base = counting_env(max_steps=10, batch_size=[2])
-        env = TransformedEnv(base, ConditionalSkip(lambda td: td["observation"] >= torch.tensor([[1.0], [3.0]])))
+        env = TransformedEnv(
+            base, ConditionalSkip(lambda td: td["observation"] >= torch.tensor([[1.0], [3.0]]))
+        )
         data = env.rollout(4)
-        assert data["next", "observation"].squeeze(-1).tolist() == [[1.0, 1.0, 1.0, 1.0], [1.0, 2.0, 3.0, 3.0]]
+        assert data["next", "observation"].squeeze(-1).tolist() == [
+            [1.0, 1.0, 1.0, 1.0],
+            [1.0, 2.0, 3.0, 3.0],
+        ]
 
     def test_combines_with_existing_step_mask(self):
         t = ConditionalSkip(lambda td: torch.tensor([False, True]))
@@ -119,4 +130,8 @@ class TestConditionalSkip:
             ConditionalSkip(True)
 
     def test_check_env_specs(self, counting_env):
-        check_env_specs(TransformedEnv(counting_env(max_steps=10), ConditionalSkip(lambda td: td["observation"] > 5)))
+        check_env_specs(
+            TransformedEnv(
+                counting_env(max_steps=10), ConditionalSkip(lambda td: td["observation"] > 5)
+            )
+        )

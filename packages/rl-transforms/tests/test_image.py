@@ -38,7 +38,9 @@ class TestResize:
         assert out.shape == torch.Size([*batch, *expected]) and out.dtype == dtype
 
     def test_constant_image_stays_constant(self):
-        out = Resize(3, interpolation="nearest")(TensorDict({"pixels": torch.full((1, 6, 6), 7, dtype=torch.uint8)}))
+        out = Resize(3, interpolation="nearest")(
+            TensorDict({"pixels": torch.full((1, 6, 6), 7, dtype=torch.uint8)})
+        )
         assert (out["pixels"] == 7).all()
 
     def test_bad_interpolation_raises(self):
@@ -52,7 +54,11 @@ class TestResize:
     def test_check_env_specs(self, continuous_env):
         env = TransformedEnv(continuous_env(batch_size=[2], pixels=True), Resize(4, 4))
         spec = env.observation_spec["pixels"]
-        assert isinstance(spec, Bounded) and spec.shape == torch.Size([2, 4, 4, 3]) and spec.dtype == torch.uint8
+        assert (
+            isinstance(spec, Bounded)
+            and spec.shape == torch.Size([2, 4, 4, 3])
+            and spec.dtype == torch.uint8
+        )
         check_env_specs(env)
 
 
@@ -65,7 +71,12 @@ class TestCenterCrop:
 
     def test_takes_the_center(self):
         img = torch.arange(16.0).reshape(1, 4, 4)
-        assert CenterCrop(2)(TensorDict({"pixels": img}))["pixels"].flatten().tolist() == [5.0, 6.0, 9.0, 10.0]
+        assert CenterCrop(2)(TensorDict({"pixels": img}))["pixels"].flatten().tolist() == [
+            5.0,
+            6.0,
+            9.0,
+            10.0,
+        ]
 
     def test_window_too_large_raises(self):
         with pytest.raises(ValueError, match=r"CenterCrop cannot crop 9x9"):
@@ -86,7 +97,9 @@ class TestCrop:
             Crop(4, top=6)(TensorDict({"pixels": torch.zeros(3, 8, 8)}))
 
     def test_check_env_specs(self, continuous_env):
-        check_env_specs(TransformedEnv(continuous_env(batch_size=[2], pixels=True), Crop(3, 5, top=2, left=1)))
+        check_env_specs(
+            TransformedEnv(continuous_env(batch_size=[2], pixels=True), Crop(3, 5, top=2, left=1))
+        )
 
 
 class TestGrayScale:
@@ -95,14 +108,21 @@ class TestGrayScale:
     @pytest.mark.parametrize("batch", BATCHES)
     def test_shapes_and_dtypes(self, dtype, last, shape, batch):
         out = GrayScale()(_image(batch, shape, dtype))["pixels"]
-        assert out.shape == torch.Size([*batch, *((8, 8, 1) if last else (1, 8, 8))]) and out.dtype == dtype
+        assert (
+            out.shape == torch.Size([*batch, *((8, 8, 1) if last else (1, 8, 8))])
+            and out.dtype == dtype
+        )
 
     def test_white_stays_white(self):
-        out = GrayScale()(TensorDict({"pixels": torch.full((3, 2, 2), 255, dtype=torch.uint8)}))["pixels"]
+        out = GrayScale()(TensorDict({"pixels": torch.full((3, 2, 2), 255, dtype=torch.uint8)}))[
+            "pixels"
+        ]
         assert (out == 255).all()
 
     def test_two_channels_raise(self):
-        with pytest.raises(ValueError, match=r"GrayScale expected 3 \(RGB\) or 4 \(RGBA\) channels, got 2"):
+        with pytest.raises(
+            ValueError, match=r"GrayScale expected 3 \(RGB\) or 4 \(RGBA\) channels, got 2"
+        ):
             GrayScale()(TensorDict({"pixels": torch.zeros(2, 5, 5)}))
 
     def test_check_env_specs(self, continuous_env):
@@ -127,11 +147,16 @@ class TestToTensorImage:
         assert out.shape == torch.Size([1, 3, 4, 4]) and out.dtype == torch.float64
 
     def test_shape_tolerant_keeps_channels_first(self):
-        out = ToTensorImage(shape_tolerant=True)(TensorDict({"pixels": torch.zeros(3, 8, 8, dtype=torch.uint8)}))
+        out = ToTensorImage(shape_tolerant=True)(
+            TensorDict({"pixels": torch.zeros(3, 8, 8, dtype=torch.uint8)})
+        )
         assert out["pixels"].shape == torch.Size([3, 8, 8])
 
     def test_check_env_specs(self, continuous_env):
-        env = TransformedEnv(continuous_env(batch_size=[2], pixels=True), Compose(ToTensorImage(), Resize(4), GrayScale()))
+        env = TransformedEnv(
+            continuous_env(batch_size=[2], pixels=True),
+            Compose(ToTensorImage(), Resize(4), GrayScale()),
+        )
         spec = env.observation_spec["pixels"]
         assert spec.shape == torch.Size([2, 1, 4, 4]) and spec.dtype == torch.float32
         check_env_specs(env)

@@ -24,7 +24,9 @@ class TestObservationNorm:
 
     @pytest.mark.parametrize("standard_normal", [False, True])
     def test_inverse_undoes_forward(self, standard_normal):
-        t = ObservationNorm(loc=1.0, scale=2.0, in_keys_inv=["observation"], standard_normal=standard_normal)
+        t = ObservationNorm(
+            loc=1.0, scale=2.0, in_keys_inv=["observation"], standard_normal=standard_normal
+        )
         x = torch.tensor([0.5, -3.0])
         y = t._apply_transform(x)
         assert torch.allclose(t._inv_apply_transform(y), x)
@@ -62,7 +64,9 @@ class TestObservationNorm:
         assert spec.low.flatten()[0].item() == -1.0 and spec.high.flatten()[0].item() == 0.0
 
     def test_check_env_specs(self, counting_env):
-        check_env_specs(TransformedEnv(counting_env(), Compose(StepCounter(), ObservationNorm(0.5, 2.0))))
+        check_env_specs(
+            TransformedEnv(counting_env(), Compose(StepCounter(), ObservationNorm(0.5, 2.0)))
+        )
 
 
 class TestVecNorm:
@@ -115,7 +119,9 @@ class TestVecNorm:
             VecNorm(decay=1.5)
 
     def test_check_env_specs(self, counting_env):
-        env = TransformedEnv(counting_env(batch_size=[2]), VecNorm(in_keys=["observation", "reward"]))
+        env = TransformedEnv(
+            counting_env(batch_size=[2]), VecNorm(in_keys=["observation", "reward"])
+        )
         check_env_specs(env)
         assert env.rollout(3)["next", "observation"].isfinite().all()
 
@@ -123,7 +129,10 @@ class TestVecNorm:
 class TestVecNormV2:
     def test_observation_centred_reward_scaled_only(self):
         t = VecNormV2(in_keys=["observation", "reward"], decay=1.0)
-        td = TensorDict({"observation": torch.tensor([[1.0], [3.0]]), "reward": torch.tensor([[1.0], [3.0]])}, [2])
+        td = TensorDict(
+            {"observation": torch.tensor([[1.0], [3.0]]), "reward": torch.tensor([[1.0], [3.0]])},
+            [2],
+        )
         out = t(td)
         assert torch.allclose(out["observation"].squeeze(-1), torch.tensor([-1.0, 1.0]), atol=1e-4)
         assert (out["reward"] > 0).all()
@@ -133,4 +142,6 @@ class TestVecNormV2:
             VecNormV2(in_keys=["observation"], stateful=False)
 
     def test_check_env_specs(self, counting_env):
-        check_env_specs(TransformedEnv(counting_env(), VecNormV2(in_keys=["observation", "reward"])))
+        check_env_specs(
+            TransformedEnv(counting_env(), VecNormV2(in_keys=["observation", "reward"]))
+        )

@@ -13,15 +13,21 @@ from rl_transforms import TensorDictPrimer, TransformedEnv, gSDENoise
 
 class TestTensorDictPrimer:
     def test_default_zero_expanded_to_batch(self, counting_env):
-        env = TransformedEnv(counting_env(batch_size=[2]), TensorDictPrimer(hidden=Unbounded(shape=(3,))))
+        env = TransformedEnv(
+            counting_env(batch_size=[2]), TensorDictPrimer(hidden=Unbounded(shape=(3,)))
+        )
         td = env.reset()
         assert td["hidden"].shape == torch.Size([2, 3]) and (td["hidden"] == 0).all()
         assert env.observation_spec["hidden"].shape == torch.Size([2, 3])
         assert "hidden" in env.full_state_spec.keys()
 
-    @pytest.mark.parametrize("default, expected", [(2.0, 2.0), (lambda: torch.tensor(5.0), 5.0), ({"h": 7.0}, 7.0)])
+    @pytest.mark.parametrize(
+        "default, expected", [(2.0, 2.0), (lambda: torch.tensor(5.0), 5.0), ({"h": 7.0}, 7.0)]
+    )
     def test_default_values(self, counting_env, default, expected):
-        env = TransformedEnv(counting_env(), TensorDictPrimer(h=Unbounded(shape=(2,)), default_value=default))
+        env = TransformedEnv(
+            counting_env(), TensorDictPrimer(h=Unbounded(shape=(2,)), default_value=default)
+        )
         assert env.reset()["h"].tolist() == [expected, expected]
 
     def test_random_values_within_spec(self, counting_env):
@@ -31,7 +37,9 @@ class TestTensorDictPrimer:
         assert ((value >= 5.0) & (value <= 6.0)).all()
 
     def test_carried_over_steps(self, counting_env):
-        env = TransformedEnv(counting_env(), TensorDictPrimer(h=Unbounded(shape=(1,)), default_value=3.0))
+        env = TransformedEnv(
+            counting_env(), TensorDictPrimer(h=Unbounded(shape=(1,)), default_value=3.0)
+        )
         td = env.reset()
         td = step_mdp(env.rand_step(td))
         assert td["h"].item() == 3.0
@@ -48,7 +56,9 @@ class TestTensorDictPrimer:
         assert (kept["h"] == 9.0).all()
 
     def test_random_and_default_raise(self):
-        with pytest.raises(ValueError, match=r"TensorDictPrimer got random=True and a default_value"):
+        with pytest.raises(
+            ValueError, match=r"TensorDictPrimer got random=True and a default_value"
+        ):
             TensorDictPrimer(h=Unbounded(shape=(1,)), random=True, default_value=1.0)
 
     def test_non_spec_raises(self):
@@ -56,7 +66,9 @@ class TestTensorDictPrimer:
             TensorDictPrimer(h=3)
 
     def test_check_env_specs(self, counting_env):
-        check_env_specs(TransformedEnv(counting_env(batch_size=[2]), TensorDictPrimer(h=Unbounded(shape=(3,)))))
+        check_env_specs(
+            TransformedEnv(counting_env(batch_size=[2]), TensorDictPrimer(h=Unbounded(shape=(3,))))
+        )
 
 
 class TestgSDENoise:
@@ -69,7 +81,9 @@ class TestgSDENoise:
         assert gSDENoise().primers["_eps_gSDE"].shape == torch.Size([1])
 
     def test_one_dim_only_raises(self):
-        with pytest.raises(ValueError, match=r"gSDENoise expected both state_dim and action_dim or neither"):
+        with pytest.raises(
+            ValueError, match=r"gSDENoise expected both state_dim and action_dim or neither"
+        ):
             gSDENoise(state_dim=3)
 
     def test_check_env_specs(self, counting_env):

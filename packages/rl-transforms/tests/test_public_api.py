@@ -8,23 +8,75 @@ from importlib import metadata
 
 import rl_transforms
 
-OPTIONAL_BACKENDS = ("gymnasium", "gym", "envpool", "h5py", "chess", "dm_control", "pettingzoo", "vmas")
+OPTIONAL_BACKENDS = (
+    "gymnasium",
+    "gym",
+    "envpool",
+    "h5py",
+    "chess",
+    "dm_control",
+    "pettingzoo",
+    "vmas",
+)
 
 
 #: The seed's transform names (000 list, 001 autosummary) implemented by this package.
 DOCUMENTED = [
-    "ActionDiscretizer", "ActionMask", "AutoResetEnv", "AutoResetTransform", "BinarizeReward",
-    "CatFrames", "CatTensors", "CenterCrop", "ClipTransform", "Compose", "ConditionalSkip", "Crop",
-    "DTypeCastTransform", "DeviceCastTransform", "DiscreteActionProjection", "DoubleToFloat",
-    "EndOfLifeTransform", "ExcludeTransform", "FiniteTensorDictCheck", "FlattenObservation",
-    "FrameSkipTransform", "GrayScale", "InitTracker", "LineariseRewards", "NoopResetEnv",
-    "ObservationNorm", "ObservationTransform", "RandomCropTensorDict", "Reward2GoTransform",
-    "PermuteTransform", "PinMemoryTransform", "RemoveEmptySpecs", "RenameTransform", "Resize",
-    "RewardClipping", "RewardScaling", "RewardSum", "SelectTransform", "SignTransform",
-    "SqueezeTransform", "Stack", "StepCounter", "TargetReturn", "TensorDictPrimer", "TimeMaxPool", "Timer",
+    "ActionDiscretizer",
+    "ActionMask",
+    "AutoResetEnv",
+    "AutoResetTransform",
+    "BinarizeReward",
+    "CatFrames",
+    "CatTensors",
+    "CenterCrop",
+    "ClipTransform",
+    "Compose",
+    "ConditionalSkip",
+    "Crop",
+    "DTypeCastTransform",
+    "DeviceCastTransform",
+    "DiscreteActionProjection",
+    "DoubleToFloat",
+    "EndOfLifeTransform",
+    "ExcludeTransform",
+    "FiniteTensorDictCheck",
+    "FlattenObservation",
+    "FrameSkipTransform",
+    "GrayScale",
+    "InitTracker",
+    "LineariseRewards",
+    "NoopResetEnv",
+    "ObservationNorm",
+    "ObservationTransform",
+    "RandomCropTensorDict",
+    "Reward2GoTransform",
+    "PermuteTransform",
+    "PinMemoryTransform",
+    "RemoveEmptySpecs",
+    "RenameTransform",
+    "Resize",
+    "RewardClipping",
+    "RewardScaling",
+    "RewardSum",
+    "SelectTransform",
+    "SignTransform",
+    "SqueezeTransform",
+    "Stack",
+    "StepCounter",
+    "TargetReturn",
+    "TensorDictPrimer",
+    "TimeMaxPool",
+    "Timer",
     "TrajCounter",
-    "ToTensorImage", "Transform", "TransformedEnv", "UnaryTransform", "UnsqueezeTransform",
-    "VecNorm", "VecNormV2", "gSDENoise",
+    "ToTensorImage",
+    "Transform",
+    "TransformedEnv",
+    "UnaryTransform",
+    "UnsqueezeTransform",
+    "VecNorm",
+    "VecNormV2",
+    "gSDENoise",
 ]
 
 
@@ -43,8 +95,7 @@ def test_all_names_resolve():
 
 def test_import_loads_no_optional_backend():
     code = (
-        "import sys, rl_transforms; "
-        f"print([m for m in {OPTIONAL_BACKENDS!r} if m in sys.modules])"
+        f"import sys, rl_transforms; print([m for m in {OPTIONAL_BACKENDS!r} if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -21,7 +21,9 @@ class TestRandomCropTensorDict:
 
     def test_starts_vary(self):
         torch.manual_seed(0)
-        starts = {int(RandomCropTensorDict(2)(_trajectories(1, 10))["step"][0, 0]) for _ in range(30)}
+        starts = {
+            int(RandomCropTensorDict(2)(_trajectories(1, 10))["step"][0, 0]) for _ in range(30)
+        }
         assert len(starts) > 3 and max(starts) <= 8
 
     def test_sample_dim_other_than_last(self):
@@ -38,7 +40,9 @@ class TestRandomCropTensorDict:
             assert out["mask"].all()
 
     def test_too_short_raises(self):
-        with pytest.raises(ValueError, match=r"RandomCropTensorDict got a trajectory of 10 valid steps"):
+        with pytest.raises(
+            ValueError, match=r"RandomCropTensorDict got a trajectory of 10 valid steps"
+        ):
             RandomCropTensorDict(11)(_trajectories())
 
     def test_bad_length_raises(self):

@@ -24,7 +24,12 @@ def _reward(*values):
 
 class TestRewardClipping:
     @pytest.mark.parametrize(
-        "low, high, expected", [(-1.0, 1.0, [1.0, -1.0, 0.5]), (None, 1.0, [1.0, -5.0, 0.5]), (0.0, None, [3.0, 0.0, 0.5])]
+        "low, high, expected",
+        [
+            (-1.0, 1.0, [1.0, -1.0, 0.5]),
+            (None, 1.0, [1.0, -5.0, 0.5]),
+            (0.0, None, [3.0, 0.0, 0.5]),
+        ],
     )
     def test_clips(self, low, high, expected):
         assert RewardClipping(low, high)(_reward(3.0, -5.0, 0.5))["reward"].tolist() == expected
@@ -85,7 +90,9 @@ class TestBinarizeReward:
 class TestLineariseRewards:
     def test_weighted_sum(self):
         t = LineariseRewards(in_keys=["reward"], weights=[1.0, -2.0])
-        assert t(TensorDict({"reward": torch.tensor([[3.0, 1.0]])}, [1]))["reward"].tolist() == [[1.0]]
+        assert t(TensorDict({"reward": torch.tensor([[3.0, 1.0]])}, [1]))["reward"].tolist() == [
+            [1.0]
+        ]
 
     def test_default_weights_sum(self):
         t = LineariseRewards(in_keys=["r"], out_keys=["total"])
@@ -105,14 +112,28 @@ class TestLineariseRewards:
 class TestReward2GoTransform:
     def test_discounted_returns_restart_after_done(self):
         traj = TensorDict(
-            {"next": {"reward": torch.ones(4, 1), "done": torch.tensor([[False], [True], [False], [False]])}}, [4]
+            {
+                "next": {
+                    "reward": torch.ones(4, 1),
+                    "done": torch.tensor([[False], [True], [False], [False]]),
+                }
+            },
+            [4],
         )
         out = Reward2GoTransform(gamma=0.5).inv(traj)
         assert out["reward_to_go"].squeeze(-1).tolist() == [1.5, 1.0, 1.5, 1.0]
         assert "reward_to_go" not in traj.keys()
 
     def test_batched_trajectories(self):
-        traj = TensorDict({"next": {"reward": torch.ones(2, 3, 1), "done": torch.zeros(2, 3, 1, dtype=torch.bool)}}, [2, 3])
+        traj = TensorDict(
+            {
+                "next": {
+                    "reward": torch.ones(2, 3, 1),
+                    "done": torch.zeros(2, 3, 1, dtype=torch.bool),
+                }
+            },
+            [2, 3],
+        )
         out = Reward2GoTransform(gamma=1.0).inv(traj)
         assert out["reward_to_go"].squeeze(-1).tolist() == [[3.0, 2.0, 1.0], [3.0, 2.0, 1.0]]
 
@@ -126,4 +147,6 @@ class TestReward2GoTransform:
 
     def test_missing_reward_raises(self):
         with pytest.raises(KeyError, match=r"Reward2GoTransform expected the entry .*next.*reward"):
-            Reward2GoTransform().inv(TensorDict({"next": {"done": torch.zeros(1, dtype=torch.bool)}}))
+            Reward2GoTransform().inv(
+                TensorDict({"next": {"done": torch.zeros(1, dtype=torch.bool)}})
+            )

@@ -126,7 +126,9 @@ def _globs(continuous_env, masked_env) -> dict:
 
 def test_seed_transform_examples(continuous_env, masked_env):
     parser = doctest.DocTestParser()
-    test = parser.get_doctest(SEED_EXAMPLES, _globs(continuous_env, masked_env), "seed-transforms", None, 0)
+    test = parser.get_doctest(
+        SEED_EXAMPLES, _globs(continuous_env, masked_env), "seed-transforms", None, 0
+    )
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
     runner.run(test)
     result = runner.summarize(verbose=False)

@@ -25,12 +25,16 @@ class TestRenameTransform:
         assert set(env.observation_spec.keys()) == {"obs"}
 
     def test_create_copy_keeps_original(self, counting_env):
-        env = TransformedEnv(counting_env(), RenameTransform(["observation"], ["obs"], create_copy=True))
+        env = TransformedEnv(
+            counting_env(), RenameTransform(["observation"], ["obs"], create_copy=True)
+        )
         assert {"obs", "observation"} <= set(env.reset().keys())
 
     def test_inverse_keys_rename_the_action(self, continuous_env):
         base = continuous_env()
-        env = TransformedEnv(base, RenameTransform([], [], in_keys_inv=["action"], out_keys_inv=["act"]))
+        env = TransformedEnv(
+            base, RenameTransform([], [], in_keys_inv=["action"], out_keys_inv=["act"])
+        )
         assert env.action_keys == ["act"]
         env.rollout(2)
         assert base.last_action is not None and base.last_action.shape == torch.Size([2])
@@ -45,20 +49,28 @@ class TestRenameTransform:
             RenameTransform(["x"], ["y"])(TensorDict({"a": torch.zeros(1)}))
 
     def test_missing_inverse_key_raises(self):
-        with pytest.raises(KeyError, match=r"RenameTransform expected the entry 'act'.*out_keys_inv"):
+        with pytest.raises(
+            KeyError, match=r"RenameTransform expected the entry 'act'.*out_keys_inv"
+        ):
             RenameTransform([], [], in_keys_inv=["action"], out_keys_inv=["act"]).inv(TensorDict())
 
     def test_length_mismatch_raises(self):
-        with pytest.raises(ValueError, match=r"RenameTransform expected in_keys and out_keys of the same length"):
+        with pytest.raises(
+            ValueError, match=r"RenameTransform expected in_keys and out_keys of the same length"
+        ):
             RenameTransform(["a", "b"], ["c"])
 
     def test_check_env_specs(self, counting_env):
-        check_env_specs(TransformedEnv(counting_env(batch_size=[2]), RenameTransform(["observation"], ["obs"])))
+        check_env_specs(
+            TransformedEnv(counting_env(batch_size=[2]), RenameTransform(["observation"], ["obs"]))
+        )
 
 
 class TestSelectTransform:
     def test_keeps_selected_rewards_and_dones(self, counting_env):
-        env = TransformedEnv(counting_env(), RenameTransform(["observation"], ["obs"], create_copy=True))
+        env = TransformedEnv(
+            counting_env(), RenameTransform(["observation"], ["obs"], create_copy=True)
+        )
         env.append_transform(SelectTransform("observation"))
         data = env.rollout(2)
         assert "obs" not in data["next"].keys()
@@ -76,7 +88,9 @@ class TestSelectTransform:
 
 class TestExcludeTransform:
     def test_excludes_from_output_and_spec(self, counting_env):
-        env = TransformedEnv(counting_env(), RenameTransform(["observation"], ["obs"], create_copy=True))
+        env = TransformedEnv(
+            counting_env(), RenameTransform(["observation"], ["obs"], create_copy=True)
+        )
         env.append_transform(ExcludeTransform("obs"))
         assert "obs" not in env.rollout(2)["next"].keys()
         assert "obs" not in env.observation_spec.keys()
@@ -93,7 +107,9 @@ class TestExcludeTransform:
 
 class TestRemoveEmptySpecs:
     def test_drops_empty_nested_data(self):
-        td = TensorDict({"a": torch.zeros(1), "empty": TensorDict(), "nested": {"deeper": TensorDict()}})
+        td = TensorDict(
+            {"a": torch.zeros(1), "empty": TensorDict(), "nested": {"deeper": TensorDict()}}
+        )
         assert list(RemoveEmptySpecs()(td).keys()) == ["a"]
 
     def test_drops_empty_nested_specs(self, counting_env):

@@ -23,7 +23,9 @@ from rl_transforms import (
 class TestUnsqueezeTransform:
     @pytest.mark.parametrize("batch", [[], [2]])
     def test_env_shapes(self, continuous_env, batch):
-        env = TransformedEnv(continuous_env(batch_size=batch), UnsqueezeTransform(-2, in_keys=["observation"]))
+        env = TransformedEnv(
+            continuous_env(batch_size=batch), UnsqueezeTransform(-2, in_keys=["observation"])
+        )
         assert env.observation_spec["observation"].shape == torch.Size([*batch, 1, 3])
         assert env.rollout(2)["next", "observation"].shape == torch.Size([*batch, 2, 1, 3])
 
@@ -41,7 +43,9 @@ class TestUnsqueezeTransform:
             UnsqueezeTransform()
 
     def test_check_env_specs(self, continuous_env):
-        check_env_specs(TransformedEnv(continuous_env(), UnsqueezeTransform(-1, in_keys=["observation"])))
+        check_env_specs(
+            TransformedEnv(continuous_env(), UnsqueezeTransform(-1, in_keys=["observation"]))
+        )
 
 
 class TestSqueezeTransform:
@@ -55,7 +59,9 @@ class TestSqueezeTransform:
             SqueezeTransform(-1, in_keys=["obs"])(TensorDict({"obs": torch.zeros(3)}))
 
     def test_check_env_specs(self, counting_env):
-        env = TransformedEnv(counting_env(batch_size=[2]), SqueezeTransform(-1, in_keys=["observation"]))
+        env = TransformedEnv(
+            counting_env(batch_size=[2]), SqueezeTransform(-1, in_keys=["observation"])
+        )
         assert env.observation_spec["observation"].shape == torch.Size([2])
         check_env_specs(env)
 
@@ -73,7 +79,9 @@ class TestPermuteTransform:
             PermuteTransform((-1, -1))
 
     def test_check_env_specs(self, continuous_env):
-        env = TransformedEnv(continuous_env(pixels=True), PermuteTransform((-1, -3, -2), in_keys=["pixels"]))
+        env = TransformedEnv(
+            continuous_env(pixels=True), PermuteTransform((-1, -3, -2), in_keys=["pixels"])
+        )
         assert isinstance(env.observation_spec["pixels"], Bounded)
         assert env.observation_spec["pixels"].shape == torch.Size([3, 8, 8])
         check_env_specs(env)
@@ -89,7 +97,9 @@ class TestFlattenObservation:
             FlattenObservation(0, -1)
 
     def test_check_env_specs(self, continuous_env):
-        check_env_specs(TransformedEnv(continuous_env(batch_size=[2], pixels=True), FlattenObservation(-3, -1)))
+        check_env_specs(
+            TransformedEnv(continuous_env(batch_size=[2], pixels=True), FlattenObservation(-3, -1))
+        )
 
 
 class TestCatTensors:
@@ -98,7 +108,9 @@ class TestCatTensors:
         assert out["v"].tolist() == [0.0, 0.0, 1.0] and set(out.keys()) == {"v"}
 
     def test_keep_keys_and_order(self):
-        out = CatTensors(["b", "a"], "v", del_keys=False, sort=False)(TensorDict({"a": torch.zeros(2), "b": torch.ones(1)}))
+        out = CatTensors(["b", "a"], "v", del_keys=False, sort=False)(
+            TensorDict({"a": torch.zeros(2), "b": torch.ones(1)})
+        )
         assert out["v"].tolist() == [1.0, 0.0, 0.0] and {"a", "b"} <= set(out.keys())
 
     def test_unsqueeze_if_oor(self):
@@ -108,7 +120,9 @@ class TestCatTensors:
         assert out["v"].shape == torch.Size([3, 2])
 
     def test_default_keys_from_observation_spec(self, continuous_env):
-        base = TransformedEnv(continuous_env(), UnaryTransform(["observation"], ["double"], fn=lambda x: x * 2))
+        base = TransformedEnv(
+            continuous_env(), UnaryTransform(["observation"], ["double"], fn=lambda x: x * 2)
+        )
         env = TransformedEnv(base, CatTensors(out_key="vec"))
         assert env.observation_spec["vec"].shape == torch.Size([6])
         assert set(env.observation_spec.keys()) == {"vec"}
@@ -122,7 +136,9 @@ class TestCatTensors:
             CatTensors(["a", "b"])(TensorDict({"a": torch.zeros(1)}))
 
     def test_check_env_specs(self, continuous_env):
-        check_env_specs(TransformedEnv(continuous_env(batch_size=[2]), CatTensors(["observation"], "vec")))
+        check_env_specs(
+            TransformedEnv(continuous_env(batch_size=[2]), CatTensors(["observation"], "vec"))
+        )
 
 
 class TestStack:
@@ -138,7 +154,9 @@ class TestStack:
             Stack(["a"], "b", dim=0)
 
     def test_check_env_specs(self, continuous_env):
-        base = TransformedEnv(continuous_env(), UnaryTransform(["observation"], ["o2"], fn=lambda x: x * 2))
+        base = TransformedEnv(
+            continuous_env(), UnaryTransform(["observation"], ["o2"], fn=lambda x: x * 2)
+        )
         env = TransformedEnv(base, Stack(["observation", "o2"], "both", dim=-2))
         assert env.observation_spec["both"].shape == torch.Size([2, 3])
         check_env_specs(env)

@@ -12,9 +12,13 @@ from rl_transforms import CatFrames, TimeMaxPool, TransformedEnv
 
 
 class TestCatFrames:
-    @pytest.mark.parametrize("padding, first", [("same", [0.0, 0.0, 0.0]), ("constant", [-1.0, -1.0, 0.0])])
+    @pytest.mark.parametrize(
+        "padding, first", [("same", [0.0, 0.0, 0.0]), ("constant", [-1.0, -1.0, 0.0])]
+    )
     def test_env_stacks_with_padding(self, counting_env, padding, first):
-        t = CatFrames(3, -1, in_keys=["observation"], out_keys=["stack"], padding=padding, padding_value=-1.0)
+        t = CatFrames(
+            3, -1, in_keys=["observation"], out_keys=["stack"], padding=padding, padding_value=-1.0
+        )
         env = TransformedEnv(counting_env(max_steps=10), t)
         data = env.rollout(3)
         assert data["stack"][0].tolist() == first
@@ -26,19 +30,25 @@ class TestCatFrames:
         assert data["observation"].tolist() == [[0.0, 0.0], [0.0, 1.0], [0.0, 0.0], [0.0, 1.0]]
 
     def test_partial_reset_keeps_other_stacks(self, counting_env):
-        env = TransformedEnv(counting_env(max_steps=10, batch_size=[2]), CatFrames(2, -1, in_keys=["observation"]))
+        env = TransformedEnv(
+            counting_env(max_steps=10, batch_size=[2]), CatFrames(2, -1, in_keys=["observation"])
+        )
         td = step_mdp(env.rand_step(env.reset()))
         td.set("_reset", torch.tensor([[True], [False]]))
         assert env.reset(td)["observation"].tolist() == [[0.0, 0.0], [0.0, 1.0]]
 
     def test_pixels_spec_and_shapes(self, continuous_env):
-        env = TransformedEnv(continuous_env(batch_size=[2], pixels=True), CatFrames(4, -1, in_keys=["pixels"]))
+        env = TransformedEnv(
+            continuous_env(batch_size=[2], pixels=True), CatFrames(4, -1, in_keys=["pixels"])
+        )
         spec = env.observation_spec["pixels"]
         assert isinstance(spec, Bounded) and spec.shape == torch.Size([2, 8, 8, 12])
         assert env.rollout(2)["next", "pixels"].shape == torch.Size([2, 2, 8, 8, 12])
 
     def test_stack_declared_as_state_for_batched_envs(self, counting_env):
-        env = TransformedEnv(counting_env(), CatFrames(2, -1, in_keys=["observation"], out_keys=["stack"]))
+        env = TransformedEnv(
+            counting_env(), CatFrames(2, -1, in_keys=["observation"], out_keys=["stack"])
+        )
         assert env.full_state_spec["stack"].shape == torch.Size([2])
 
     def test_replay_buffer_trajectories(self):
@@ -83,19 +93,27 @@ class TestCatFrames:
             t._step(TensorDict(), TensorDict({"obs": torch.zeros(1)}))
 
     def test_check_env_specs(self, continuous_env):
-        check_env_specs(TransformedEnv(continuous_env(pixels=True), CatFrames(3, -3, in_keys=["pixels"])))
+        check_env_specs(
+            TransformedEnv(continuous_env(pixels=True), CatFrames(3, -3, in_keys=["pixels"]))
+        )
 
 
 class TestTimeMaxPool:
     def test_max_over_window(self, counting_env):
-        env = TransformedEnv(counting_env(max_steps=10), TimeMaxPool(in_keys=["observation"], out_keys=["pooled"], T=2))
+        env = TransformedEnv(
+            counting_env(max_steps=10),
+            TimeMaxPool(in_keys=["observation"], out_keys=["pooled"], T=2),
+        )
         data = env.rollout(3)
         assert data["next", "pooled"].squeeze(-1).tolist() == [1.0, 2.0, 3.0]
 
     def test_window_forgets_old_frames(self):
         t = TimeMaxPool(in_keys=["obs"], T=2)
         t._reset(TensorDict(), TensorDict({"obs": torch.tensor([5.0])}))
-        values = [t._step(TensorDict(), TensorDict({"obs": torch.tensor([v])}))["obs"].item() for v in (1.0, 0.0, 2.0)]
+        values = [
+            t._step(TensorDict(), TensorDict({"obs": torch.tensor([v])}))["obs"].item()
+            for v in (1.0, 0.0, 2.0)
+        ]
         assert values == [5.0, 1.0, 2.0]
 
     def test_window_is_a_buffer_shared_by_clones(self):
@@ -112,4 +130,6 @@ class TestTimeMaxPool:
             TimeMaxPool()(TensorDict())
 
     def test_check_env_specs(self, counting_env):
-        check_env_specs(TransformedEnv(counting_env(batch_size=[2]), TimeMaxPool(in_keys=["observation"], T=3)))
+        check_env_specs(
+            TransformedEnv(counting_env(batch_size=[2]), TimeMaxPool(in_keys=["observation"], T=3))
+        )

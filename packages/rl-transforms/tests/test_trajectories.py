@@ -29,7 +29,11 @@ class TestTrajCounter:
         t = TrajCounter()
         a = TransformedEnv(counting_env(), t)
         b = TransformedEnv(counting_env(), t.clone())
-        assert [a.reset()["traj_count"].item(), b.reset()["traj_count"].item(), a.reset()["traj_count"].item()] == [0, 1, 2]
+        assert [
+            a.reset()["traj_count"].item(),
+            b.reset()["traj_count"].item(),
+            a.reset()["traj_count"].item(),
+        ] == [0, 1, 2]
         assert t._counter.is_shared()
 
     def test_step_without_reset_raises(self):

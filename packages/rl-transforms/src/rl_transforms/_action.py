@@ -54,7 +54,9 @@ class ActionMask(Transform):
         [False, True, False]
     """
 
-    def __init__(self, action_key: NestedKey = "action", mask_key: NestedKey = "action_mask") -> None:
+    def __init__(
+        self, action_key: NestedKey = "action", mask_key: NestedKey = "action_mask"
+    ) -> None:
         super().__init__()
         self._in_keys = [action_key, mask_key]
         self.action_key = action_key
@@ -167,7 +169,9 @@ class ActionDiscretizer(Transform):
         }.get(self.SamplingStrategy(self.sampling))
         if offset is None:
             offset = torch.rand_like(index)
-        return (low + (index.reshape(*index.shape[:-1], low.shape[-1]) + offset) * width).clamp(low, high)
+        return (low + (index.reshape(*index.shape[:-1], low.shape[-1]) + offset) * width).clamp(
+            low, high
+        )
 
     def _from_one_hot(self, state: torch.Tensor, dims: int) -> torch.Tensor:
         return state.reshape(*state.shape[:-1], dims, -1).long().argmax(-1)
@@ -235,9 +239,7 @@ class DiscreteActionProjection(Transform):
                 f"DiscreteActionProjection expected num_actions_effective <= max_actions, got "
                 f"{num_actions_effective} > {max_actions}."
             )
-        super().__init__(
-            in_keys=[action_key] if include_forward else [], in_keys_inv=[action_key]
-        )
+        super().__init__(in_keys=[action_key] if include_forward else [], in_keys_inv=[action_key])
         self.num_actions_effective = num_actions_effective
         self.max_actions = max_actions
         self.action_key = action_key
@@ -252,7 +254,9 @@ class DiscreteActionProjection(Transform):
     def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
         return torch.nn.functional.pad(state, (0, self.max_actions - state.shape[-1]))
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         return tensordict_reset
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
@@ -263,6 +267,8 @@ class DiscreteActionProjection(Transform):
 
     def _transform_inv_spec(self, spec: TensorSpec) -> TensorSpec:
         return OneHot(
-            self.num_actions_effective, shape=(*spec.shape[:-1], self.num_actions_effective),
-            dtype=spec.dtype, device=spec.device,
+            self.num_actions_effective,
+            shape=(*spec.shape[:-1], self.num_actions_effective),
+            dtype=spec.dtype,
+            device=spec.device,
         )

@@ -98,7 +98,9 @@ class AutoResetTransform(Transform):
             next_tensordict.set(key, torch.where(m, fill, value))
         return next_tensordict
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         return tensordict_reset
 
     def pop_saved(self) -> TensorDictBase | None:
@@ -141,7 +143,9 @@ class AutoResetEnv(TransformedEnv):
         True
     """
 
-    def __init__(self, base_env: EnvBase, transform: Transform | None = None, **kwargs: bool) -> None:
+    def __init__(
+        self, base_env: EnvBase, transform: Transform | None = None, **kwargs: bool
+    ) -> None:
         transform = transform if transform is not None else AutoResetTransform()
         first = transform[0] if isinstance(transform, Compose) and len(transform) else transform
         if not isinstance(first, AutoResetTransform):
@@ -156,12 +160,17 @@ class AutoResetEnv(TransformedEnv):
         transform = self.transform
         return transform[0] if isinstance(transform, Compose) else transform
 
-    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:  # Any: backend kwargs
+    def _reset(
+        self, tensordict: TensorDictBase | None = None, **kwargs: Any
+    ) -> TensorDictBase:  # Any: backend kwargs
         saved = self._auto_reset_transform().pop_saved()
         if saved is None or tensordict is None:
             return super()._reset(tensordict, **kwargs)
         for key in self.done_keys:
-            saved.set(key, torch.zeros(self.full_done_spec[key].shape, dtype=torch.bool, device=saved.device))
+            saved.set(
+                key,
+                torch.zeros(self.full_done_spec[key].shape, dtype=torch.bool, device=saved.device),
+            )
         return self.transform._reset(tensordict, saved)
 
 

@@ -25,6 +25,7 @@ from rl_transforms._key_lists import (
     map_leaf_specs,
     missing_key_error,
 )
+from rl_transforms._td_ops import read, write
 
 TDCallable = Callable[[TensorDictBase], TensorDictBase]
 
@@ -101,7 +102,9 @@ class Transform(nn.Module):
         name = type(self).__name__
         self._in_keys = key_list(in_keys, owner=name, name="in_keys")
         self._out_keys = (
-            key_list(out_keys, owner=name, name="out_keys") if out_keys is not None else list(self._in_keys)
+            key_list(out_keys, owner=name, name="out_keys")
+            if out_keys is not None
+            else list(self._in_keys)
         )
         self._in_keys_inv = key_list(in_keys_inv, owner=name, name="in_keys_inv")
         self._out_keys_inv = (
@@ -110,12 +113,16 @@ class Transform(nn.Module):
             else list(self._in_keys_inv)
         )
         check_same_length(name, self._in_keys, self._out_keys, ("in_keys", "out_keys"))
-        check_same_length(name, self._in_keys_inv, self._out_keys_inv, ("in_keys_inv", "out_keys_inv"))
+        check_same_length(
+            name, self._in_keys_inv, self._out_keys_inv, ("in_keys_inv", "out_keys_inv")
+        )
 
     # ------------------------------------------------------------------ keys
     in_keys = _KeyList("in_keys", "Entries read by the forward transform (base-env side).")
     out_keys = _KeyList("out_keys", "Entries written by the forward transform (policy side).")
-    in_keys_inv = _KeyList("in_keys_inv", "Entries written by the inverse transform (base-env side).")
+    in_keys_inv = _KeyList(
+        "in_keys_inv", "Entries written by the inverse transform (base-env side)."
+    )
     out_keys_inv = _KeyList("out_keys_inv", "Entries read by the inverse transform (policy side).")
 
     @property
@@ -145,9 +152,9 @@ class Transform(nn.Module):
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         """Apply :meth:`_apply_transform` from every ``in_key`` to its ``out_key``."""
         for in_key, out_key in zip(self._in_keys, self._out_keys):
-            value = next_tensordict.get(in_key, None)
+            value = read(next_tensordict, in_key)
             if value is not None:
-                next_tensordict.set(out_key, self._apply_transform(value))
+                write(next_tensordict, out_key, self._apply_transform(value))
             elif not self._missing_tolerance:
                 raise missing_key_error(type(self).__name__, in_key, next_tensordict, "in_keys")
         return next_tensordict
@@ -155,9 +162,9 @@ class Transform(nn.Module):
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Apply :meth:`_inv_apply_transform` from every ``out_key_inv`` to its ``in_key_inv``."""
         for in_key, out_key in zip(self._in_keys_inv, self._out_keys_inv):
-            value = tensordict.get(out_key, None)
+            value = read(tensordict, out_key)
             if value is not None:
-                tensordict.set(in_key, self._inv_apply_transform(value))
+                write(tensordict, in_key, self._inv_apply_transform(value))
             elif not self._missing_tolerance:
                 raise missing_key_error(type(self).__name__, out_key, tensordict, "out_keys_inv")
         return tensordict
@@ -175,7 +182,9 @@ class Transform(nn.Module):
         """Transform the output of a step; ``tensordict`` is its input. Defaults to :meth:`_call`."""
         return self._call(next_tensordict)
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         """Transform the output of a reset; entries missing at reset are skipped."""
         return self._call_tolerant(tensordict_reset)
 
@@ -214,13 +223,21 @@ class Transform(nn.Module):
     def transform_action_spec(self, action_spec: Composite) -> Composite:
         """Return the action composite the policy writes (``out_keys_inv``)."""
         return map_leaf_specs(
-            action_spec, self._in_keys_inv, self._out_keys_inv, self._transform_inv_spec, drop_in=True
+            action_spec,
+            self._in_keys_inv,
+            self._out_keys_inv,
+            self._transform_inv_spec,
+            drop_in=True,
         )
 
     def transform_state_spec(self, state_spec: Composite) -> Composite:
         """Return the state composite the policy writes (``out_keys_inv``)."""
         return map_leaf_specs(
-            state_spec, self._in_keys_inv, self._out_keys_inv, self._transform_inv_spec, drop_in=True
+            state_spec,
+            self._in_keys_inv,
+            self._out_keys_inv,
+            self._transform_inv_spec,
+            drop_in=True,
         )
 
     def transform_output_spec(self, output_spec: Composite) -> Composite:
@@ -228,7 +245,9 @@ class Transform(nn.Module):
         output_spec["full_observation_spec"] = self.transform_observation_spec(
             output_spec["full_observation_spec"]
         )
-        output_spec["full_reward_spec"] = self.transform_reward_spec(output_spec["full_reward_spec"])
+        output_spec["full_reward_spec"] = self.transform_reward_spec(
+            output_spec["full_reward_spec"]
+        )
         output_spec["full_done_spec"] = self.transform_done_spec(output_spec["full_done_spec"])
         return output_spec
 
@@ -375,7 +394,9 @@ class _CallableTransform(Transform):
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         return self.fn(next_tensordict)
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         return self.fn(tensordict_reset)
 
     def __repr__(self) -> str:
@@ -437,7 +458,9 @@ class Compose(Transform):
             next_tensordict = t._step(tensordict, next_tensordict)
         return next_tensordict
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         for t in self.__dict__["_chain"]:
             tensordict_reset = t._reset(tensordict, tensordict_reset)
         return tensordict_reset

@@ -16,6 +16,7 @@ from tensordict import NestedKey, TensorDictBase
 from rl_specs import Bounded, Categorical, Composite, Unbounded
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg, key_list
+from rl_transforms._td_ops import read, write
 
 Level = tuple[str, ...]
 
@@ -49,7 +50,9 @@ def _event_shapes(levels: dict[Level, torch.Size], batch_ndim: int) -> dict[Leve
     return {level: torch.Size(shape[batch_ndim:]) for level, shape in levels.items()}
 
 
-def _zeros_at(tensordict: TensorDictBase, event: torch.Size | None, dtype: torch.dtype) -> torch.Tensor:
+def _zeros_at(
+    tensordict: TensorDictBase, event: torch.Size | None, dtype: torch.dtype
+) -> torch.Tensor:
     return torch.zeros(_full_shape(tensordict, event), dtype=dtype, device=tensordict.device)
 
 
@@ -116,7 +119,9 @@ class StepCounter(Transform):
     def out_keys(self, value: KeyArg) -> None:
         self._out_keys = key_list(value, owner="StepCounter", name="out_keys")
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         for (count_key, _, _), shape in zip(self._plan(), self._levels().values()):
             zeros = _zeros_at(tensordict_reset, shape, torch.int64)
             previous = tensordict.get(count_key, None)
@@ -129,22 +134,24 @@ class StepCounter(Transform):
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         max_steps = self.max_steps
         for count_key, truncated_key, done_key in self._plan():
-            count = tensordict.get(count_key, None)
+            count = read(tensordict, count_key)
             if count is None:
-                like = next_tensordict.get(done_key, None)
+                like = read(next_tensordict, done_key)
                 shape = like.shape if like is not None else (*next_tensordict.batch_size, 1)
                 count = torch.zeros(shape, dtype=torch.int64, device=next_tensordict.device)
             count = count + 1
-            next_tensordict.set(count_key, count)
+            write(next_tensordict, count_key, count)
             if max_steps is not None:
                 truncated = count >= max_steps
-                previous = next_tensordict.get(truncated_key, None)
+                previous = read(next_tensordict, truncated_key)
                 if previous is not None:
                     truncated = truncated | previous
-                next_tensordict.set(truncated_key, truncated)
+                write(next_tensordict, truncated_key, truncated)
                 if self.update_done:
-                    done = next_tensordict.get(done_key, None)
-                    next_tensordict.set(done_key, truncated if done is None else done | truncated)
+                    done = read(next_tensordict, done_key)
+                    write(
+                        next_tensordict, done_key, truncated if done is None else done | truncated
+                    )
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -233,7 +240,9 @@ class RewardSum(Transform):
             _nest(_level_of(k), "_reset") for k in self._in_keys
         ]
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         shapes = self._lazy.get("shapes", {})
         for _in_key, out_key, reset_key in zip(self._in_keys, self._out_keys, self.reset_keys):
             event, dtype = shapes.get(out_key, (None, torch.float32))
@@ -241,13 +250,15 @@ class RewardSum(Transform):
             previous = tensordict.get(out_key, None)
             mask = tensordict.get(reset_key, None)
             if previous is not None and mask is not None and previous.shape == zeros.shape:
-                zeros = torch.where(mask.reshape(*mask.shape, *(1,) * (zeros.ndim - mask.ndim)), zeros, previous)
+                zeros = torch.where(
+                    mask.reshape(*mask.shape, *(1,) * (zeros.ndim - mask.ndim)), zeros, previous
+                )
             tensordict_reset.set(out_key, zeros)
         return tensordict_reset
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         for in_key, out_key in zip(self._in_keys, self._out_keys):
-            reward = next_tensordict.get(in_key, None)
+            reward = read(next_tensordict, in_key)
             if reward is None:
                 if self._missing_tolerance:
                     continue
@@ -256,8 +267,8 @@ class RewardSum(Transform):
                     f"{sorted(map(str, next_tensordict.keys(True, True)))}. Pass "
                     f"in_keys=<your reward keys> to RewardSum."
                 )
-            previous = tensordict.get(out_key, None)
-            next_tensordict.set(out_key, reward if previous is None else previous + reward)
+            previous = read(tensordict, out_key)
+            write(next_tensordict, out_key, reward if previous is None else previous + reward)
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -323,9 +334,15 @@ class InitTracker(Transform):
     def out_keys(self, value: KeyArg) -> None:
         self._out_keys = key_list(value, owner="InitTracker", name="out_keys")
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         for key, shape in self._keys():
-            flag = torch.ones(_full_shape(tensordict_reset, shape), dtype=torch.bool, device=tensordict_reset.device)
+            flag = torch.ones(
+                _full_shape(tensordict_reset, shape),
+                dtype=torch.bool,
+                device=tensordict_reset.device,
+            )
             tensordict_reset.set(key, flag)
         return tensordict_reset
 
@@ -333,7 +350,11 @@ class InitTracker(Transform):
         for key, shape in self._keys():
             next_tensordict.set(
                 key,
-                torch.zeros(_full_shape(next_tensordict, shape), dtype=torch.bool, device=next_tensordict.device),
+                torch.zeros(
+                    _full_shape(next_tensordict, shape),
+                    dtype=torch.bool,
+                    device=next_tensordict.device,
+                ),
             )
         return next_tensordict
 
@@ -348,7 +369,9 @@ class InitTracker(Transform):
         self._lazy["levels"] = _event_shapes(levels, len(output_spec.shape))
         obs = output_spec["full_observation_spec"]
         for level, shape in levels.items():
-            obs[_nest(level, self.init_key)] = Categorical(2, shape=shape, dtype=torch.bool, device=obs.device)
+            obs[_nest(level, self.init_key)] = Categorical(
+                2, shape=shape, dtype=torch.bool, device=obs.device
+            )
         return output_spec
 
 
@@ -403,14 +426,18 @@ class TargetReturn(Transform):
         self.mode = mode
         self.reset_key = reset_key if reset_key is not None else "_reset"
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         shapes = self._lazy.get("shapes", {})
         for out_key in self._out_keys:
             event, dtype = shapes.get(out_key, (None, torch.float32))
             tensordict_reset.set(
                 out_key,
                 torch.full(
-                    _full_shape(tensordict_reset, event), self.target_return, dtype=dtype,
+                    _full_shape(tensordict_reset, event),
+                    self.target_return,
+                    dtype=dtype,
                     device=tensordict_reset.device,
                 ),
             )
@@ -476,18 +503,21 @@ class Timer(Transform):
     """
 
     def __init__(self, out_keys: KeyArg = None, time_key: str = "time") -> None:
-        keys = key_list(out_keys, owner="Timer", name="out_keys") or [f"{time_key}_policy", f"{time_key}_step"]
+        keys = key_list(out_keys, owner="Timer", name="out_keys") or [
+            f"{time_key}_policy",
+            f"{time_key}_step",
+        ]
         if len(keys) != 2:
-            raise ValueError(
-                f"Timer expected two out_keys (policy time, step time), got {keys}."
-            )
+            raise ValueError(f"Timer expected two out_keys (policy time, step time), got {keys}.")
         super().__init__()
         self._out_keys = keys
         self.time_key = time_key
         self._last = time.perf_counter()
         self._inv_time = self._last
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         for key in self._out_keys:
             tensordict_reset.set(key, self._stamp(tensordict_reset, 0.0))
         self._last = time.perf_counter()
@@ -502,7 +532,9 @@ class Timer(Transform):
 
     @staticmethod
     def _stamp(tensordict: TensorDictBase, value: float) -> torch.Tensor:
-        return torch.full((*tensordict.batch_size, 1), value, dtype=torch.float64, device=tensordict.device)
+        return torch.full(
+            (*tensordict.batch_size, 1), value, dtype=torch.float64, device=tensordict.device
+        )
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         now = time.perf_counter()
@@ -513,10 +545,14 @@ class Timer(Transform):
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        raise RuntimeError("Timer measures env steps and cannot be applied to stored data. Use it in a TransformedEnv.")
+        raise RuntimeError(
+            "Timer measures env steps and cannot be applied to stored data. Use it in a TransformedEnv."
+        )
 
     def transform_output_spec(self, output_spec: Composite) -> Composite:
         obs = output_spec["full_observation_spec"]
         for key in self._out_keys:
-            obs[key] = Unbounded(shape=(*output_spec.shape, 1), dtype=torch.float64, device=obs.device)
+            obs[key] = Unbounded(
+                shape=(*output_spec.shape, 1), dtype=torch.float64, device=obs.device
+            )
         return output_spec

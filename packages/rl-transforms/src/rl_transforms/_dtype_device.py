@@ -179,7 +179,9 @@ class DeviceCastTransform(Transform):
         return obs.to(self.device, non_blocking=True)
 
     def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
-        return state.to(self.orig_device, non_blocking=True) if self.orig_device is not None else state
+        return (
+            state.to(self.orig_device, non_blocking=True) if self.orig_device is not None else state
+        )
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         if not self._in_keys:

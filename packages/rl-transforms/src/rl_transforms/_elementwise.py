@@ -77,9 +77,13 @@ class ClipTransform(Transform):
         high: float | None = None,
     ) -> None:
         if low is None and high is None:
-            raise ValueError("ClipTransform expected low and/or high, got neither. Pass e.g. low=-1.0, high=1.0.")
+            raise ValueError(
+                "ClipTransform expected low and/or high, got neither. Pass e.g. low=-1.0, high=1.0."
+            )
         if low is not None and high is not None and low > high:
-            raise ValueError(f"ClipTransform expected low <= high, got low={low}, high={high}. Swap them.")
+            raise ValueError(
+                f"ClipTransform expected low <= high, got low={low}, high={high}. Swap them."
+            )
         super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
         self.low = low
         self.high = high
@@ -92,8 +96,10 @@ class ClipTransform(Transform):
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         if isinstance(spec, Bounded):
             return Bounded(
-                low=spec.low.clamp(self.low, self.high), high=spec.high.clamp(self.low, self.high),
-                dtype=spec.dtype, device=spec.device,
+                low=spec.low.clamp(self.low, self.high),
+                high=spec.high.clamp(self.low, self.high),
+                dtype=spec.dtype,
+                device=spec.device,
             )
         low = self.low if self.low is not None else torch.finfo(spec.dtype).min
         high = self.high if self.high is not None else torch.finfo(spec.dtype).max
@@ -181,12 +187,18 @@ class FiniteTensorDictCheck(Transform):
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         for key, value in next_tensordict.items(True, True):
-            if isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            if (
+                isinstance(value, torch.Tensor)
+                and value.is_floating_point()
+                and not bool(torch.isfinite(value).all())
+            ):
                 raise ValueError(
                     f"FiniteTensorDictCheck found non-finite values (nan or inf) at {key!r}. "
                     f"Check the environment or the transforms that produce this entry."
                 )
         return next_tensordict
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         return self._call(tensordict_reset)

@@ -17,6 +17,7 @@ from rl_envs_core import EnvBase
 from rl_envs_core.hooks import register_transformed_env_factory
 from rl_transforms._base import Compose, TDCallable, Transform, as_transform
 from rl_transforms._key_lists import set_unlocked
+from rl_transforms._td_ops import read
 
 
 class TransformedEnv(EnvBase):
@@ -119,9 +120,7 @@ class TransformedEnv(EnvBase):
         self.set_spec_lock_(self.is_spec_locked)
 
     def _parent_of(self, child: Transform, tail: Sequence[Transform]) -> TransformedEnv:
-        return TransformedEnv(
-            self.base_env, Compose(*[t.clone() for t in tail]), auto_unwrap=False
-        )
+        return TransformedEnv(self.base_env, Compose(*[t.clone() for t in tail]), auto_unwrap=False)
 
     def append_transform(self, transform: Transform | TDCallable) -> TransformedEnv:
         """Append ``transform`` (outermost) and return the env.
@@ -163,10 +162,12 @@ class TransformedEnv(EnvBase):
         state = tensordict
         if self.__dict__["_has_inv"]:
             state = transform._inv_call(tensordict.copy())
-        next_tensordict = self.__dict__["_base"].step(state).get("next")
+        next_tensordict = read(self.__dict__["_base"].step(state), "next")
         return transform._step(tensordict, next_tensordict)
 
-    def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:  # Any: backend kwargs
+    def _reset(
+        self, tensordict: TensorDictBase | None = None, **kwargs: Any
+    ) -> TensorDictBase:  # Any: backend kwargs
         base_input = tensordict.copy() if tensordict is not None else None
         out = self.__dict__["_base"].reset(base_input, **kwargs)
         if tensordict is None:

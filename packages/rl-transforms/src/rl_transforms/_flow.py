@@ -128,7 +128,9 @@ class NoopResetEnv(Transform):
         self.noops = noops
         self.random = random
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         if self.noops == 0:
             return tensordict_reset
         parent = _parent_env(self)
@@ -210,7 +212,9 @@ class EndOfLifeTransform(Transform):
         lives = tensordict.get(self.lives_key, None)
         return lives if lives is not None else self._lives_from_env(done)
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         done = tensordict_reset.get(self.done_key)
         tensordict_reset.set(self.lives_key, self._lives(tensordict_reset, done))
         tensordict_reset.set(self.eol_key, torch.zeros_like(done))
@@ -220,7 +224,11 @@ class EndOfLifeTransform(Transform):
         done = next_tensordict.get(self.done_key)
         lives = self._lives(next_tensordict, done)
         previous = tensordict.get(self.lives_key, None)
-        lost = lives < previous.reshape(lives.shape) if previous is not None else torch.zeros_like(done)
+        lost = (
+            lives < previous.reshape(lives.shape)
+            if previous is not None
+            else torch.zeros_like(done)
+        )
         next_tensordict.set(self.lives_key, lives)
         next_tensordict.set(self.eol_key, lost.reshape(done.shape) | done)
         return next_tensordict
@@ -272,7 +280,11 @@ class ConditionalSkip(Transform):
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         skip = torch.as_tensor(self.cond(tensordict), device=tensordict.device)
-        skip = skip.reshape(*tensordict.batch_size, -1).any(-1) if tensordict.batch_dims else skip.reshape(-1).any()
+        skip = (
+            skip.reshape(*tensordict.batch_size, -1).any(-1)
+            if tensordict.batch_dims
+            else skip.reshape(-1).any()
+        )
         step = ~skip
         previous = tensordict.get("_step", None)
         if previous is not None:

@@ -18,7 +18,13 @@ from rl_transforms._key_lists import KeyArg
 from rl_transforms._spec_ops import map_spec
 
 _CHANNELS = (1, 3, 4)
-_MODES = {"bilinear": "bilinear", "nearest": "nearest", "bicubic": "bicubic", "area": "area", "nearest-exact": "nearest-exact"}
+_MODES = {
+    "bilinear": "bilinear",
+    "nearest": "nearest",
+    "bicubic": "bicubic",
+    "area": "area",
+    "nearest-exact": "nearest-exact",
+}
 _GRAY_WEIGHTS = (0.2989, 0.587, 0.114)
 
 
@@ -108,7 +114,9 @@ class Resize(_ImageTransform):
         if isinstance(spec, Bounded):
             low, high = spec.low.flatten()[0], spec.high.flatten()[0]
             shape = self._apply_transform(torch.zeros(tuple(spec.shape), device="meta")).shape
-            return Bounded(low=low.item(), high=high.item(), shape=shape, dtype=spec.dtype, device=spec.device)
+            return Bounded(
+                low=low.item(), high=high.item(), shape=shape, dtype=spec.dtype, device=spec.device
+            )
         return super()._transform_spec(spec)
 
     def __repr__(self) -> str:
@@ -133,7 +141,9 @@ class CenterCrop(_ImageTransform):
                  [ 9., 10.]]])
     """
 
-    def __init__(self, w: int, h: int | None = None, in_keys: KeyArg = None, out_keys: KeyArg = None) -> None:
+    def __init__(
+        self, w: int, h: int | None = None, in_keys: KeyArg = None, out_keys: KeyArg = None
+    ) -> None:
         super().__init__(_pixel_keys(in_keys), out_keys)
         self.w = int(w)
         self.h = int(h) if h is not None else int(w)
@@ -264,7 +274,9 @@ class ToTensorImage(Transform):
         self.shape_tolerant = shape_tolerant
 
     def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
-        if not (self.shape_tolerant and obs.shape[-3] in _CHANNELS and obs.shape[-1] not in _CHANNELS):
+        if not (
+            self.shape_tolerant and obs.shape[-3] in _CHANNELS and obs.shape[-1] not in _CHANNELS
+        ):
             obs = obs.movedim(-1, -3)
         from_int = self.from_int if self.from_int is not None else not obs.is_floating_point()
         out = obs.to(self.dtype)

@@ -100,8 +100,11 @@ class ObservationNorm(Transform):
         if isinstance(spec, Bounded) and self.initialized:
             low, high = self._apply_transform(spec.low), self._apply_transform(spec.high)
             return Bounded(
-                low=torch.minimum(low, high), high=torch.maximum(low, high),
-                shape=spec.shape, dtype=spec.dtype, device=spec.device,
+                low=torch.minimum(low, high),
+                high=torch.maximum(low, high),
+                shape=spec.shape,
+                dtype=spec.dtype,
+                device=spec.device,
             )
         return spec.clone()
 
@@ -183,8 +186,14 @@ class _RunningStats(Transform):
     """Shared machinery: per-key running sums with exponential decay, and a lock flag."""
 
     def __init__(
-        self, in_keys: list[NestedKey], out_keys: KeyArg, *, decay: float, eps: float,
-        shared: TensorDictBase | None, lock: object,
+        self,
+        in_keys: list[NestedKey],
+        out_keys: KeyArg,
+        *,
+        decay: float,
+        eps: float,
+        shared: TensorDictBase | None,
+        lock: object,
     ) -> None:
         super().__init__(in_keys, out_keys)
         if not 0.0 < decay <= 1.0:
@@ -206,12 +215,15 @@ class _RunningStats(Transform):
             shape = value.shape[batch_dims:]
             zeros = torch.zeros(shape, dtype=torch.float64, device=value.device)
             entry = TensorDict(
-                {"sum": zeros, "ssq": zeros.clone(), "count": torch.zeros((), dtype=torch.float64)}, []
+                {"sum": zeros, "ssq": zeros.clone(), "count": torch.zeros((), dtype=torch.float64)},
+                [],
             )
             td.set(key, entry)
         return entry
 
-    def _moments(self, key: NestedKey, value: torch.Tensor, batch_dims: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def _moments(
+        self, key: NestedKey, value: torch.Tensor, batch_dims: int
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Update the statistics of ``key`` with ``value`` (unless frozen); return mean and std."""
         stats = self._stats(key, value, batch_dims)
         if not self.frozen:
@@ -224,7 +236,9 @@ class _RunningStats(Transform):
 
     def _normalize(self, key: NestedKey, value: torch.Tensor, batch_dims: int) -> torch.Tensor:
         mean, std = self._moments(key, value, batch_dims)
-        return ((value - mean) / std).to(value.dtype if value.is_floating_point() else torch.float32)
+        return ((value - mean) / std).to(
+            value.dtype if value.is_floating_point() else torch.float32
+        )
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         batch_dims = next_tensordict.batch_dims
@@ -261,7 +275,10 @@ class _RunningStats(Transform):
         return out.freeze()
 
     def get_extra_state(self) -> dict:
-        return {"stats": self._td.to_dict() if self._td is not None else None, "frozen": self.frozen}
+        return {
+            "stats": self._td.to_dict() if self._td is not None else None,
+            "frozen": self.frozen,
+        }
 
     def set_extra_state(self, state: dict) -> None:
         stats = state.get("stats")
@@ -270,7 +287,9 @@ class _RunningStats(Transform):
             if self._td is None:
                 self._td = loaded
             else:
-                self._td.update_(loaded) if set(loaded.keys(True, True)) == set(self._td.keys(True, True)) else self._td.update(loaded)
+                self._td.update_(loaded) if set(loaded.keys(True, True)) == set(
+                    self._td.keys(True, True)
+                ) else self._td.update(loaded)
         self.frozen = bool(state.get("frozen", False))
 
     def clone(self) -> _RunningStats:
@@ -284,14 +303,21 @@ class _RunningStats(Transform):
         Raises:
             RuntimeError: if there are several keys or no statistics yet.
         """
-        if len(self._in_keys) != 1 or self._td is None or self._td.get(self._in_keys[0], None) is None:
+        if (
+            len(self._in_keys) != 1
+            or self._td is None
+            or self._td.get(self._in_keys[0], None) is None
+        ):
             raise RuntimeError(
                 f"{type(self).__name__}.to_observation_norm needs exactly one in_key with "
                 f"collected statistics, got in_keys={self._in_keys}. Run some steps first."
             )
         mean, std = _mean_std(self._td.get(self._in_keys[0]), self.eps)
         return ObservationNorm(
-            loc=mean.float(), scale=std.float(), in_keys=self._in_keys, out_keys=self._out_keys,
+            loc=mean.float(),
+            scale=std.float(),
+            in_keys=self._in_keys,
+            out_keys=self._out_keys,
             standard_normal=True,
         )
 
@@ -335,11 +361,17 @@ class VecNorm(_RunningStats):
         eps: float = 1e-4,
         shapes: list[torch.Size] | None = None,
     ) -> None:
-        keys = key_list(in_keys, owner="VecNorm", name="in_keys") if in_keys is not None else ["observation", "reward"]
+        keys = (
+            key_list(in_keys, owner="VecNorm", name="in_keys")
+            if in_keys is not None
+            else ["observation", "reward"]
+        )
         super().__init__(keys, out_keys, decay=decay, eps=eps, shared=shared_td, lock=lock)
         self.shapes = shapes
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         return self._call_tolerant(tensordict_reset)
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:

@@ -66,7 +66,9 @@ class TensorDictPrimer(Transform):
                 "Pass only one of them."
             )
         items: dict[NestedKey, TensorSpec] = {}
-        source = primers.items(True, True) if isinstance(primers, Composite) else (primers or {}).items()
+        source = (
+            primers.items(True, True) if isinstance(primers, Composite) else (primers or {}).items()
+        )
         for key, spec in [*source, *kwargs.items()]:
             if not isinstance(spec, TensorSpec):
                 raise TypeError(
@@ -117,7 +119,9 @@ class TensorDictPrimer(Transform):
             tensordict.set(key, self._value(key, spec, extra))
         return tensordict
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         return self._write(tensordict_reset, only_missing=False)
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:

@@ -32,7 +32,9 @@ class RandomCropTensorDict(Transform):
         (torch.Size([2, 3]), True)
     """
 
-    def __init__(self, sub_seq_len: int, sample_dim: int = -1, mask_key: NestedKey | None = None) -> None:
+    def __init__(
+        self, sub_seq_len: int, sample_dim: int = -1, mask_key: NestedKey | None = None
+    ) -> None:
         if sub_seq_len < 1:
             raise ValueError(f"RandomCropTensorDict expected sub_seq_len >= 1, got {sub_seq_len}.")
         super().__init__()
@@ -55,7 +57,9 @@ class RandomCropTensorDict(Transform):
                 f"RandomCropTensorDict got a trajectory of {int(valid.min())} valid steps, shorter "
                 f"than sub_seq_len={self.sub_seq_len}. Lower sub_seq_len or store longer trajectories."
             )
-        starts = (torch.rand(valid.shape, device=valid.device) * (valid - self.sub_seq_len + 1)).long()
+        starts = (
+            torch.rand(valid.shape, device=valid.device) * (valid - self.sub_seq_len + 1)
+        ).long()
         index = starts.unsqueeze(-1) + torch.arange(self.sub_seq_len, device=valid.device)
         rows = torch.arange(flat.batch_size[0], device=valid.device).unsqueeze(-1)
         out = flat[rows, index].reshape(*lead, self.sub_seq_len)

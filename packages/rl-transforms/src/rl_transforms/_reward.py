@@ -62,7 +62,10 @@ class RewardClipping(Transform):
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         if self.clamp_min is not None and self.clamp_max is not None:
             return Bounded(
-                low=self.clamp_min, high=self.clamp_max, shape=spec.shape, dtype=spec.dtype,
+                low=self.clamp_min,
+                high=self.clamp_max,
+                shape=spec.shape,
+                dtype=spec.dtype,
                 device=spec.device,
             )
         return spec.clone()
@@ -237,7 +240,6 @@ class Reward2GoTransform(Transform):
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         return next_tensordict
-
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         done = tensordict.get(("next", self.done_key), None)

@@ -47,7 +47,11 @@ class RenameTransform(Transform):
         self.create_copy = create_copy
 
     def _move(
-        self, tensordict: TensorDictBase, sources: list[NestedKey], targets: list[NestedKey], role: str
+        self,
+        tensordict: TensorDictBase,
+        sources: list[NestedKey],
+        targets: list[NestedKey],
+        role: str,
     ) -> TensorDictBase:
         for source, target in zip(sources, targets):
             value = tensordict.get(source, None)
@@ -103,9 +107,13 @@ class SelectTransform(Transform):
         ['a', 'reward']
     """
 
-    def __init__(self, *selected_keys: NestedKey, keep_rewards: bool = True, keep_dones: bool = True) -> None:
+    def __init__(
+        self, *selected_keys: NestedKey, keep_rewards: bool = True, keep_dones: bool = True
+    ) -> None:
         super().__init__()
-        self.selected_keys = key_list(list(selected_keys), owner="SelectTransform", name="selected_keys")
+        self.selected_keys = key_list(
+            list(selected_keys), owner="SelectTransform", name="selected_keys"
+        )
         self.keep_rewards = keep_rewards
         self.keep_dones = keep_dones
 
@@ -123,7 +131,9 @@ class SelectTransform(Transform):
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         return next_tensordict.select(*self._kept(), "_reset", strict=False)
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         return self._call(tensordict_reset)
 
     def transform_output_spec(self, output_spec: Composite) -> Composite:
@@ -159,7 +169,9 @@ class ExcludeTransform(Transform):
 
     def __init__(self, *excluded_keys: NestedKey, inverse: bool = False) -> None:
         super().__init__()
-        self.excluded_keys = key_list(list(excluded_keys), owner="ExcludeTransform", name="excluded_keys")
+        self.excluded_keys = key_list(
+            list(excluded_keys), owner="ExcludeTransform", name="excluded_keys"
+        )
         self.inverse = inverse
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
@@ -167,7 +179,9 @@ class ExcludeTransform(Transform):
             return next_tensordict
         return next_tensordict.exclude(*self.excluded_keys)
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         return self._call(tensordict_reset)
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -231,7 +245,9 @@ class RemoveEmptySpecs(Transform):
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         return _drop_empty(next_tensordict)
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         return _drop_empty(tensordict_reset)
 
     def _prune(self, spec: Composite) -> Composite:

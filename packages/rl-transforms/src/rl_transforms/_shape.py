@@ -198,7 +198,9 @@ class FlattenObservation(Transform):
         allow_positive_dim: bool = False,
     ) -> None:
         super().__init__(in_keys if in_keys is not None else ["pixels"], out_keys)
-        self.first_dim = _check_dim("FlattenObservation", first_dim, allow_positive_dim, "first_dim")
+        self.first_dim = _check_dim(
+            "FlattenObservation", first_dim, allow_positive_dim, "first_dim"
+        )
         self.last_dim = _check_dim("FlattenObservation", last_dim, allow_positive_dim, "last_dim")
 
     def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
@@ -278,7 +280,9 @@ class CatTensors(Transform):
             return next_tensordict
         next_tensordict.set(self.out_key, torch.cat(values, self.dim))
         if self.del_keys:
-            next_tensordict = next_tensordict.exclude(*[k for k in self._in_keys if k != self.out_key])
+            next_tensordict = next_tensordict.exclude(
+                *[k for k in self._in_keys if k != self.out_key]
+            )
         return next_tensordict
 
     def transform_observation_spec(self, observation_spec: Composite) -> Composite:
@@ -294,7 +298,9 @@ class CatTensors(Transform):
         if self.del_keys:
             for key in self._in_keys:
                 del observation_spec[key]
-        observation_spec[self.out_key] = Unbounded(shape=shape, dtype=first.dtype, device=first.device)
+        observation_spec[self.out_key] = Unbounded(
+            shape=shape, dtype=first.dtype, device=first.device
+        )
         return observation_spec
 
     def __repr__(self) -> str:

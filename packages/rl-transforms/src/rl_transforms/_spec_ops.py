@@ -26,7 +26,9 @@ def map_spec(spec: TensorSpec, fn: TensorOp, *, dtype: torch.dtype | None = None
     probe = torch.zeros(tuple(spec.shape), dtype=spec.dtype, device="meta")
     shape = fn(probe).shape
     if isinstance(spec, Binary):
-        return Binary(n=shape[-1] if len(shape) else 1, shape=shape, dtype=dtype, device=spec.device)
+        return Binary(
+            n=shape[-1] if len(shape) else 1, shape=shape, dtype=dtype, device=spec.device
+        )
     if isinstance(spec, Categorical) and type(spec) is Categorical:
         return Categorical(spec.n, shape=shape, dtype=dtype, device=spec.device)
     return Unbounded(shape=shape, dtype=dtype, device=spec.device)

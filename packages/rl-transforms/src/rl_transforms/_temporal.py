@@ -16,6 +16,7 @@ from tensordict import NestedKey, TensorDictBase
 from rl_specs import Bounded, Composite, TensorSpec, Unbounded
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg
+from rl_transforms._td_ops import read, write
 
 _PADDINGS = ("same", "constant")
 
@@ -98,7 +99,9 @@ class CatFrames(Transform):
         pad = torch.full_like(frame, self.padding_value)
         return torch.cat([*[pad] * (self.N - 1), frame], self.dim)
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         for in_key, out_key in zip(self._in_keys, self._out_keys):
             frame = tensordict_reset.get(in_key, None)
             if frame is not None:
@@ -108,7 +111,7 @@ class CatFrames(Transform):
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         dim = self.dim
         for in_key, out_key in zip(self._in_keys, self._out_keys):
-            frame = next_tensordict.get(in_key, None)
+            frame = read(next_tensordict, in_key)
             if frame is None:
                 if self._missing_tolerance:
                     continue
@@ -116,14 +119,18 @@ class CatFrames(Transform):
                     f"CatFrames expected the frame {in_key!r} in the step output, got "
                     f"{sorted(map(str, next_tensordict.keys(True, True)))}. Fix in_keys."
                 )
-            stack = tensordict.get(out_key, None)
+            stack = read(tensordict, out_key)
             if stack is None:
                 raise KeyError(
                     f"CatFrames expected the previous stack {out_key!r} in the step input; it "
                     f"is written at reset. Reset the env first and keep {out_key!r} in the data."
                 )
             size = frame.shape[dim]
-            next_tensordict.set(out_key, torch.cat([stack.narrow(dim, size, size * (self.N - 1)), frame], dim))
+            write(
+                next_tensordict,
+                out_key,
+                torch.cat([stack.narrow(dim, size, size * (self.N - 1)), frame], dim),
+            )
         return next_tensordict
 
     def transform_output_spec(self, output_spec: Composite) -> Composite:
@@ -136,7 +143,9 @@ class CatFrames(Transform):
             return Bounded(
                 low=_repeat_frames(spec.low, self.N, self.dim),
                 high=_repeat_frames(spec.high, self.N, self.dim),
-                shape=None, dtype=spec.dtype, device=spec.device,
+                shape=None,
+                dtype=spec.dtype,
+                device=spec.device,
             )
         shape = list(spec.shape)
         shape[self.dim] *= self.N
@@ -158,7 +167,9 @@ class CatFrames(Transform):
         begins[..., 0] = True
         return torch.where(begins, index, torch.zeros_like(index)).cummax(-1).values
 
-    def _stack_trajectory(self, frames: torch.Tensor, starts: torch.Tensor, batch_dims: int) -> torch.Tensor:
+    def _stack_trajectory(
+        self, frames: torch.Tensor, starts: torch.Tensor, batch_dims: int
+    ) -> torch.Tensor:
         steps = frames.shape[batch_dims - 1]
         time = torch.arange(steps, device=frames.device)
         feature_dims = frames.ndim - batch_dims
@@ -168,12 +179,15 @@ class CatFrames(Transform):
             before = source < starts
             index = torch.where(before, starts, source.expand_as(starts))
             gathered = torch.gather(
-                frames, batch_dims - 1,
+                frames,
+                batch_dims - 1,
                 index.reshape(*index.shape, *(1,) * feature_dims).expand_as(frames),
             )
             if self.padding == "constant":
                 mask = before.reshape(*before.shape, *(1,) * feature_dims)
-                gathered = torch.where(mask, torch.full_like(gathered, self.padding_value), gathered)
+                gathered = torch.where(
+                    mask, torch.full_like(gathered, self.padding_value), gathered
+                )
             out.append(gathered)
         return torch.cat(out, self.dim)
 
@@ -199,7 +213,9 @@ class CatFrames(Transform):
                 size = frames.shape[self.dim]
                 tensordict.set(
                     ("next", out_key),
-                    torch.cat([stacked.narrow(self.dim, size, size * (self.N - 1)), next_frames], self.dim),
+                    torch.cat(
+                        [stacked.narrow(self.dim, size, size * (self.N - 1)), next_frames], self.dim
+                    ),
                 )
         return tensordict
 
@@ -243,7 +259,9 @@ class TimeMaxPool(Transform):
         for i in range(len(self._in_keys)):
             self.register_buffer(f"_window_{i}", None)
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         mask = tensordict.get(self.reset_key, None)
         for i, (in_key, out_key) in enumerate(zip(self._in_keys, self._out_keys)):
             frame = tensordict_reset.get(in_key, None)

@@ -44,7 +44,9 @@ class TrajCounter(Transform):
         counter.add_(count)
         return torch.arange(start, start + count, dtype=torch.int64)
 
-    def _reset(self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase) -> TensorDictBase:
+    def _reset(
+        self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
+    ) -> TensorDictBase:
         batch = tensordict_reset.batch_size
         shape = (*batch, 1)
         mask = tensordict.get("_reset", None)
@@ -55,8 +57,10 @@ class TrajCounter(Transform):
         else:
             flags = mask.reshape(*batch, -1).any(-1)
             value = previous.clone()
-            value[flags] = self._draw(int(flags.sum())).reshape(-1, *(1,) * (len(shape) - len(batch))).expand(
-                value[flags].shape
+            value[flags] = (
+                self._draw(int(flags.sum()))
+                .reshape(-1, *(1,) * (len(shape) - len(batch)))
+                .expand(value[flags].shape)
             )
         tensordict_reset.set(self.out_key, value.to(tensordict_reset.device))
         return tensordict_reset

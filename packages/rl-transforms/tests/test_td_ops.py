@@ -1,0 +1,67 @@
+"""The per-step read/write helpers give what ``get(key, None)`` / ``set`` give, fast path or not."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import LazyStackedTensorDict, TensorDict
+
+from rl_transforms._td_ops import read, write
+
+
+def _containers():
+    plain = TensorDict({"a": torch.zeros(2, 1), "n": {"b": torch.ones(2, 1)}}, [2])
+    lazy = LazyStackedTensorDict.lazy_stack([plain[0].clone(), plain[1].clone()], 0)
+    return {"plain": plain, "lazy": lazy}
+
+
+@pytest.mark.parametrize("kind", ["plain", "lazy"])
+@pytest.mark.parametrize("key", ["a", ("n", "b"), "missing", ("n", "missing"), ("a",)])
+def test_read_matches_get(kind, key):
+    td = _containers()[kind]
+    expected = td.get(key, None)
+    got = read(td, key)
+    if expected is None:
+        assert got is None
+    else:
+        assert torch.equal(got, expected)
+
+
+def test_read_returns_the_stored_object():
+    td = TensorDict({"a": torch.zeros(1)}, [])
+    td.set_non_tensor("s", "text")
+    assert read(td, "a") is td.get("a")
+    assert type(read(td, "s")) is type(td.get("s"))
+
+
+@pytest.mark.parametrize("kind", ["plain", "lazy"])
+@pytest.mark.parametrize("key", ["a", "new", ("n", "b"), ("deep", "new")])
+def test_write_matches_set(kind, key):
+    value = torch.full((2, 1), 7.0)
+    ours, ref = _containers()[kind], _containers()[kind]
+    write(ours, key, value)
+    ref.set(key, value)
+    assert set(ours.keys(True, True)) == set(ref.keys(True, True))
+    assert (ours == ref).all()
+
+
+def test_write_validates_like_set():
+    td = TensorDict(batch_size=[2])
+    with pytest.raises(RuntimeError, match="batch dimension mismatch"):
+        write(td, "a", torch.zeros(3))
+    td.lock_()
+    with pytest.raises(RuntimeError):
+        write(td, "a", torch.zeros(2))
+    with pytest.raises(RuntimeError):
+        td.set("a", torch.zeros(2))
+
+
+def test_write_keeps_the_tensor_and_converts_other_values():
+    td = TensorDict(batch_size=[])
+    value = torch.ones(3)
+    write(td, "a", value)
+    assert td.get("a") is value
+    write(td, "b", 1.5)  # a scalar becomes a tensor, as with set
+    ref = TensorDict(batch_size=[])
+    ref.set("b", 1.5)
+    assert torch.equal(td.get("b"), ref.get("b"))
