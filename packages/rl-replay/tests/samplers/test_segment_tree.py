@@ -95,3 +95,41 @@ class TestSegmentTree:
         tree = SegmentTree(1_000_000, op="sum")
         assert tree.depth <= 4
         assert tree.branch**tree.depth >= 1_000_000
+
+
+class TestShortcuts:
+    """The flat-level search and whole-level recompute agree with the plain descent."""
+
+    @pytest.mark.parametrize("capacity", [40_000, 200_000])
+    def test_search_matches_descent_and_searchsorted(self, capacity):
+        generator = torch.Generator().manual_seed(capacity)
+        tree = SegmentTree(capacity, op="sum", dtype=torch.float64)
+        assert tree._flat > 0  # the search starts below the root
+        leaves = torch.randint(0, 4, (capacity,), generator=generator).double()  # exact sums
+        tree.update(torch.arange(capacity), leaves)
+        mass = torch.rand(4096, generator=generator, dtype=torch.float64) * tree.total()
+        expected = torch.searchsorted(leaves.cumsum(0), mass, right=True)
+        assert torch.equal(tree._search(mass), expected)
+        assert torch.equal(tree._descend(mass, guarded=False), expected)
+        assert torch.equal(tree.find_prefix_sum(mass), expected)
+
+    def test_float32_search_lands_on_positive_leaves(self):
+        tree = SegmentTree(1_000_000, op="sum")
+        index = torch.randperm(1_000_000)[:50_000]
+        tree.update(index, torch.rand(50_000) + 0.01)  # most leaves stay zero
+        found = tree.find_prefix_sum(torch.rand(10_000) * tree.total())
+        assert bool((tree[found] > 0).all())
+
+    @pytest.mark.parametrize("op", ["sum", "min", "max"])
+    def test_whole_level_recompute_matches_gathered_update(self, op):
+        capacity = 50_000
+        values = torch.randint(0, 100, (capacity,)).double()
+        big, small = (SegmentTree(capacity, op=op, dtype=torch.float64) for _ in range(2))
+        index = torch.randperm(capacity)[:5_000]
+        big.update(index, values[index])  # 5000 updates: upper levels recomputed whole
+        for part in index.split(7):  # 7 updates: every level but the root gathered
+            assert len(small.ancestors(part)) == small.depth - 1
+            small.update(part, values[part])
+        assert len(big.ancestors(index)) < small.depth - 1
+        for mine, theirs in zip(big._levels, small._levels, strict=True):
+            assert torch.equal(mine, theirs)

@@ -196,8 +196,12 @@ class PrioritizedSampler(Sampler):
     def _check_index(self, flat: torch.Tensor) -> torch.Tensor:
         """``flat`` on the trees' device, after checking it lies in ``[0, max_capacity)``."""
         flat = flat.to(self._sum_tree.device)
-        bad = (flat < 0) | (flat >= self._max_capacity)
-        if bool(bad.any()):
+        if flat.numel() == 0:
+            return flat
+        # one reduction and two scalar reads; the masked report is built only on failure
+        low, high = torch.aminmax(flat)
+        if int(low) < 0 or int(high) >= self._max_capacity:
+            bad = (flat < 0) | (flat >= self._max_capacity)
             raise ValueError(
                 f"{type(self).__name__} expected indices in [0, max_capacity={self._max_capacity}), "
                 f"got {flat[bad][:5].tolist()}. Build the sampler with a max_capacity at least "
@@ -262,8 +266,9 @@ class PrioritizedSampler(Sampler):
                 f"scalar, got a priority of shape {tuple(priority.shape)}. Pass priorities "
                 "aligned with the sampled index."
             )
-        bad = ~(priority >= 0)  # catches nan too
-        if bool(bad.any()):
+        # min() propagates nan, and nan >= 0 is False: one reduction checks both
+        if priority.numel() and not bool(priority.min() >= 0):
+            bad = ~(priority >= 0)
             raise ValueError(
                 f"{name}.update_priority expected non-negative, non-nan priorities, got "
                 f"{priority[bad][:5].tolist()} at positions {bad.nonzero().flatten()[:5].tolist()}. "

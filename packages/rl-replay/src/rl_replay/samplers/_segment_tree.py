@@ -8,6 +8,12 @@ once with one gather + cumsum per level. That keeps the number of torch calls pe
 call at ``O(batch * B * depth)``. Duplicate indices in one update are harmless: parents
 are recomputed from their children, never patched with deltas, so no rounding drift
 accumulates either.
+
+Two shortcuts cut the calls further where a level is small. An update whose batch
+touches at least as many parents as a level holds recomputes that whole level with one
+reduce (cheaper than gathering a child row per update). A search starts from the lowest
+level of at most ``FLAT_LEVEL`` nodes: one float64 cumsum over that level and one
+``searchsorted`` replace the descent through every level above it.
 """
 
 from __future__ import annotations
@@ -19,21 +25,24 @@ import torch
 __all__ = ["EmptyTreeError", "SegmentTree"]
 
 
-def _sum(x: torch.Tensor) -> torch.Tensor:
-    return x.sum(-1)
+def _sum(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.sum(x, -1, out=out)
 
 
-def _min(x: torch.Tensor) -> torch.Tensor:
-    return x.amin(-1)
+def _min(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.amin(x, -1, out=out)
 
 
-def _max(x: torch.Tensor) -> torch.Tensor:
-    return x.amax(-1)
+def _max(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    return torch.amax(x, -1, out=out)
 
 
 # op -> (reduction over the last dim, neutral element); plain functions so trees pickle
 _REDUCE = {"sum": (_sum, 0.0), "min": (_min, math.inf), "max": (_max, -math.inf)}
 _MAX_BRANCH = 128
+# a search starts with one cumsum over the lowest level of at most this many nodes: a
+# 10k-node cumsum costs about what one gather + cumsum descent step over 256 draws does
+FLAT_LEVEL = 1 << 15
 
 
 class EmptyTreeError(RuntimeError):
@@ -83,6 +92,7 @@ class SegmentTree:
             torch.full((self.branch ** (depth - k),), self.neutral, dtype=dtype, device=device)
             for k in range(depth + 1)
         ]
+        self._flat = min(k for k in range(depth + 1) if self._levels[k].numel() <= FLAT_LEVEL)
 
     @property
     def device(self) -> torch.device:
@@ -107,9 +117,16 @@ class SegmentTree:
         return self._levels[0][index]
 
     def ancestors(self, index: torch.Tensor) -> list[torch.Tensor]:
-        """The nodes above ``index`` at each level (shareable by same-capacity trees)."""
+        """The nodes above ``index`` at each level that :meth:`update` gathers for.
+
+        Shareable by same-capacity trees. Levels where a batch of this size touches at
+        least as many parents as the level holds are left out: :meth:`update` recomputes
+        them whole.
+        """
         nodes, node = [], index
-        for _ in range(self.depth):
+        for k in range(1, self.depth + 1):
+            if self._levels[k].numel() <= index.numel():
+                break
             node = node // self.branch
             nodes.append(node)
         return nodes
@@ -127,9 +144,13 @@ class SegmentTree:
             value = value.expand(index.shape)
         levels[0].index_copy_(0, index, value.to(levels[0].dtype))
         nodes = self.ancestors(index) if ancestors is None else ancestors
-        for k, node in enumerate(nodes, start=1):
-            children = levels[k - 1].view(-1, self.branch).index_select(0, node)
-            levels[k].index_copy_(0, node, self._reduce(children))
+        for k in range(1, self.depth + 1):
+            children = levels[k - 1].view(-1, self.branch)
+            if k <= len(nodes):
+                node = nodes[k - 1]
+                levels[k].index_copy_(0, node, self._reduce(children.index_select(0, node)))
+            else:  # a small level: recomputing every parent beats one gather per update
+                self._reduce(children, out=levels[k])
 
     def reset(self) -> None:
         """Set every leaf back to the neutral value."""
@@ -157,7 +178,7 @@ class SegmentTree:
         rounding pushes past the last positive leaf of a node are redone with a descent
         clamped to positive children.
         """
-        found = self._descend(mass, guarded=False)
+        found = self._search(mass)
         values = self._levels[0].index_select(0, found)
         zero = values <= 0
         if bool(zero.any()):
@@ -167,11 +188,33 @@ class SegmentTree:
             values = self._levels[0].index_select(0, found)
         return found, values
 
-    def _descend(self, mass: torch.Tensor, *, guarded: bool) -> torch.Tensor:
-        node = torch.zeros(mass.shape, dtype=torch.long, device=mass.device)
+    def _search(self, mass: torch.Tensor) -> torch.Tensor:
+        """Unguarded search: one cumsum over the lowest small level, then a local descent."""
+        top = self._levels[self._flat]
+        prefix = top.cumsum(0, dtype=torch.float64)
+        wide = mass.to(torch.float64)
+        node = torch.searchsorted(prefix, wide, right=True).clamp_(max=top.numel() - 1)
+        if self._flat == 0:
+            return node
+        below = prefix.index_select(0, node) - top.index_select(0, node)  # exclusive prefix
+        return self._descend(
+            (wide - below).to(top.dtype), guarded=False, node=node, start=self._flat - 1
+        )
+
+    def _descend(
+        self,
+        mass: torch.Tensor,
+        *,
+        guarded: bool,
+        node: torch.Tensor | None = None,
+        start: int | None = None,
+    ) -> torch.Tensor:
+        """Descend from the nodes ``node`` of level ``start + 1`` (default: the root) to leaves."""
+        if node is None:
+            node = torch.zeros(mass.shape, dtype=torch.long, device=mass.device)
         mass = mass.to(self._levels[0].dtype).unsqueeze(-1)
         branch = self.branch
-        for k in range(self.depth - 1, -1, -1):
+        for k in range(self.depth - 1 if start is None else start, -1, -1):
             children = self._levels[k].view(-1, branch).index_select(0, node)
             cumsum = children.cumsum(-1)
             choice = torch.searchsorted(cumsum, mass, right=True)
