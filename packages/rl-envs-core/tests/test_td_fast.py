@@ -7,7 +7,7 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDict
 
 from rl_envs_core import step_mdp
-from rl_envs_core._td_fast import any_true, entries, get_entry, set_child
+from rl_envs_core._td_fast import any_true, entries, get_entry, set_child, set_entry
 from rl_envs_core.testing import CountingEnv
 
 
@@ -67,6 +67,24 @@ class TestReads:
     )
     def test_any_true_matches_any(self, value):
         assert any_true(value) == bool(value.any())
+
+
+class TestSetEntry:
+    @pytest.mark.parametrize("key", ["obs", ("agents", "new"), "new"])
+    @pytest.mark.parametrize("lazy", [False, True])
+    def test_matches_set(self, key, lazy):
+        fast, generic = (_as_lazy(_ted()) if lazy else _ted() for _ in range(2))
+        value = torch.full((2, 1), 3.0)
+        set_entry(fast, key, value)
+        generic.set(key, value)
+        assert torch.equal(fast.get(key), generic.get(key))
+        assert set(fast.keys(True, True)) == set(generic.keys(True, True))
+
+    def test_wrong_shape_raises_like_set(self):
+        with pytest.raises(RuntimeError):
+            _ted().set("obs", torch.zeros(3, 1))
+        with pytest.raises(RuntimeError):
+            set_entry(_ted(), "obs", torch.zeros(3, 1))
 
 
 class TestSetChild:

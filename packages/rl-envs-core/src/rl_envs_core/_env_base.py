@@ -16,7 +16,7 @@ from torch import nn
 from rl_envs_core import _check, _partial, _rollout, _spec_views, _validation
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
 from rl_envs_core._step_mdp import advance, as_tuple
-from rl_envs_core._td_fast import get_entry, set_child
+from rl_envs_core._td_fast import get_entry, set_child, set_entry
 from rl_envs_core._transform_hook import make_transformed_env
 from rl_specs import Categorical, Composite, TensorSpec, Unbounded
 
@@ -374,7 +374,7 @@ class EnvBase(nn.Module):
             sample = self.full_action_spec.rand(extra)
             return sample if not tensordict.keys() else tensordict.update(sample)
         for key, leaf in cache["action_leaves"]:
-            tensordict.set(key, leaf.rand(extra) if extra is not None else leaf.rand())
+            set_entry(tensordict, key, leaf.rand(extra) if extra is not None else leaf.rand())
         return tensordict
 
     def rand_step(self, tensordict: TensorDictBase | None = None) -> TensorDictBase:

@@ -44,6 +44,24 @@ def get_entry(td: TensorDictBase, key: NestedKey) -> object | None:
     return td.get(key, None)
 
 
+def set_entry(td: TensorDictBase, key: NestedKey, value: torch.Tensor) -> None:
+    """``td.set(key, value)``, straight to the validating ``str`` setter when it is one.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({}, [2])
+        >>> set_entry(td, "a", torch.zeros(2, 1))
+        >>> set_entry(td, ("b", "c"), torch.ones(2))
+        >>> sorted(td.keys(True, True), key=str)
+        [('b', 'c'), 'a']
+    """
+    if type(key) is str and type(td) is TensorDict:
+        td._set_str(key, value, inplace=False, validated=False)
+    else:
+        td.set(key, value)
+
+
 def set_child(parent: TensorDictBase, key: str, child: TensorDictBase) -> None:
     """``parent.set(key, child)``, skipping the validation when it can change nothing.
 

@@ -74,12 +74,16 @@ class TestPendulumEnv(EnvContract):
         b = env.step(_state(0.1 + 2 * math.pi, 0.0, 0.0))["next", "reward"]
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
 
-    @pytest.mark.parametrize(("key", "value", "bound"), [("max_torque", 100.0, 2.0), ("max_speed", 0.0, 8.0)])
+    @pytest.mark.parametrize(
+        ("key", "value", "bound"), [("max_torque", 100.0, 2.0), ("max_speed", 0.0, 8.0)]
+    )
     def test_torque_and_speed_are_clamped(self, key, value, bound):
         env = PendulumEnv(seed=0)
         if key == "max_torque":
             big, small = _state(0.0, 0.0, value), _state(0.0, 0.0, bound)
-            torch.testing.assert_close(env.step(big)["next", "thdot"], env.step(small)["next", "thdot"])
+            torch.testing.assert_close(
+                env.step(big)["next", "thdot"], env.step(small)["next", "thdot"]
+            )
         else:
             out = env.step(_state(1.5, 7.99, 2.0))["next"]
             assert out["thdot"].item() == pytest.approx(bound)
@@ -145,6 +149,14 @@ class TestPendulumEnv(EnvContract):
         from rl_envs_core import check_env_specs
 
         check_env_specs(PendulumEnv(seed=0))
+
+    @pytest.mark.parametrize("device", [None, "cpu"])
+    def test_step_output_carries_the_input_device(self, device):
+        env = PendulumEnv(seed=0, device=device)
+        data = env.rand_action(env.reset())
+        assert env._step(data).device == data.device
+        data = env.rollout(3)
+        assert data.device == env.device and data["next"].device == env.device
 
 
 class TestPendulumEnvErrors:

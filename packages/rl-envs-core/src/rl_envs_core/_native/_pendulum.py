@@ -16,6 +16,7 @@ from tensordict import TensorDict, TensorDictBase
 from rl_envs_core._env_base import EnvBase
 from rl_envs_core._native._messages import entry_names
 from rl_envs_core._native._seeding import seeded_generator
+from rl_envs_core._td_fast import get_entry
 from rl_specs import Bounded, Composite, Unbounded, make_composite_from_td
 
 __all__ = ["PendulumEnv"]
@@ -169,15 +170,19 @@ class PendulumEnv(EnvBase):
         params = _check_params(tensordict, where="PendulumEnv.reset(tensordict)")
         shape = tensordict.shape
         device = params.device if params.device is not None else self.device
-        th = torch.rand(shape, generator=self.rng, device=device).mul_(2 * DEFAULT_X).sub_(DEFAULT_X)
-        thdot = torch.rand(shape, generator=self.rng, device=device).mul_(2 * DEFAULT_Y).sub_(DEFAULT_Y)
+        th = (
+            torch.rand(shape, generator=self.rng, device=device).mul_(2 * DEFAULT_X).sub_(DEFAULT_X)
+        )
+        thdot = (
+            torch.rand(shape, generator=self.rng, device=device).mul_(2 * DEFAULT_Y).sub_(DEFAULT_Y)
+        )
         return TensorDict({"th": th, "thdot": thdot, "params": params}, batch_size=shape)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        th = tensordict.get("th", None)
-        thdot = tensordict.get("thdot", None)
-        action = tensordict.get("action", None)
-        params = tensordict.get("params", None)
+        th = get_entry(tensordict, "th")
+        thdot = get_entry(tensordict, "thdot")
+        action = get_entry(tensordict, "action")
+        params = get_entry(tensordict, "params")
         if params is None:
             values = [None]
         else:
@@ -185,7 +190,9 @@ class PendulumEnv(EnvBase):
             values = [entries.get(key) for key in _PARAM_KEYS]
         if th is None or thdot is None or action is None or any(v is None for v in values):
             required = ["th", "thdot", "action", *(("params", k) for k in _PARAM_KEYS)]
-            missing = [k if isinstance(k, str) else ".".join(k) for k in required if k not in tensordict]
+            missing = [
+                k if isinstance(k, str) else ".".join(k) for k in required if k not in tensordict
+            ]
             raise KeyError(
                 f"PendulumEnv.step expected the entries th, thdot, action and params.<name> "
                 f"for each name in {list(_PARAM_KEYS)}; missing {missing}, present "
@@ -228,9 +235,14 @@ class PendulumEnv(EnvBase):
                 "truncated": truncated,
             },
             batch_size=tensordict.batch_size,
+            # every entry is computed from (or is) an entry of tensordict: its device
+            # holds, and stating it spares EnvBase a .to(env.device) of the output
+            device=tensordict.device,
         )
 
-    def _constants(self, values: list[torch.Tensor], dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    def _constants(
+        self, values: list[torch.Tensor], dtype: torch.dtype
+    ) -> tuple[torch.Tensor, ...]:
         """The per-step constants of the parameters ``values``, cached while they are unchanged.
 
         Returns ``(-max_torque, max_torque, -max_speed, max_speed, dt, dt * 3g / 2l,
@@ -241,7 +253,9 @@ class PendulumEnv(EnvBase):
         cached = self._cached_constants
         if cached is not None:
             source, versions, constants = cached
-            if all(a is b for a, b in zip(source, values)) and versions == [v._version for v in values]:
+            if all(a is b for a, b in zip(source, values)) and versions == [
+                v._version for v in values
+            ]:
                 return constants
         max_speed, max_torque, dt, g, m, length = (v.to(dtype) for v in values)
         constants = (
