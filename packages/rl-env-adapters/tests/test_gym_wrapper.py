@@ -200,3 +200,47 @@ class TestCudaDevice:
         data = env.rollout(3)
         assert data["next", "observation"].device.type == "cuda"
         check_env_specs(env)
+
+
+class TestOutputFastPath:
+    """Step outputs skip TensorDict's checks only when the compiled readers make them."""
+
+    @pytest.mark.parametrize("num_envs", [None, 3])
+    def test_same_data_as_the_checked_constructor(self, toy_env_id, num_envs):
+        def make():
+            if num_envs is None:
+                return GymWrapper(gym.make(toy_env_id, max_steps=4))
+            return GymWrapper(_vector(toy_env_id, AutoresetMode.DISABLED, num_envs, max_steps=4))
+
+        fast, slow = make(), make()
+        slow._build_output.trusted = False  # forces TensorDict(...)
+        assert fast._build_output.trusted
+        runs = []
+        for env in (fast, slow):
+            env.set_seed(0)
+            torch.manual_seed(0)
+            runs.append(env.rollout(12, break_when_any_done=False))
+        assert (runs[0] == runs[1]).all()
+        assert runs[0].batch_size == (12,) if num_envs is None else (3, 12)
+
+    def test_string_observations_take_the_checked_path(self):
+        class Words(gym.Env):
+            observation_space = gym.spaces.Text(8)
+            action_space = gym.spaces.Discrete(2)
+
+            def reset(self, seed=None, options=None):
+                return "start", {}
+
+            def step(self, action):
+                return f"act{int(action)}", 0.0, False, False, {}
+
+        env = GymWrapper(Words(), categorical_action_encoding=True)
+        assert not env._build_output.trusted
+        data = env.step(env.reset().set("action", torch.tensor(1)))
+        assert data["next", "observation"] == "act1"
+
+    def test_moved_env_takes_the_checked_path(self, toy_env_id):
+        env = GymWrapper(gym.make(toy_env_id), device="cpu")
+        env.to("cpu")
+        assert env._device is not env._build_output.device
+        assert env.rand_step(env.reset())["next", "observation"].device.type == "cpu"

@@ -5,7 +5,8 @@ gathers one result per env (several ``recv`` calls when the pool is asynchronous
 EnvPool auto-resets an env on the call after it finished, ignoring the action; that
 call never reaches the caller: finished envs are reset explicitly (by ``env_id``),
 either through the partial reset that rollouts make or, if the caller steps again
-without one, right before the step.
+without one, right before the step. The reset is sent as soon as the step returns
+(see ``_resets.py``), so that it runs while the caller handles the step.
 """
 
 from __future__ import annotations
@@ -18,12 +19,14 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_env_adapters._classproperty import classproperty
+from rl_env_adapters._envpool._resets import PoolResets
 from rl_env_adapters._envpool._specs import (
     check_seed,
     check_task_id,
     envpool_module,
     specs_from_envpool,
 )
+from rl_env_adapters._td_out import OutputBuilder
 from rl_envs_core import EnvBase
 
 __all__ = ["MultiThreadedEnv", "MultiThreadedEnvWrapper"]
@@ -131,10 +134,14 @@ class MultiThreadedEnvWrapper(EnvBase):
         state["_env"] = env
         state["num_envs"] = num_envs
         state["pool_batch_size"] = int(config.get("batch_size", num_envs) or num_envs)
+        state["_is_async"] = self.pool_batch_size < num_envs
         state["_read_obs"] = specs.read_obs
         state["_write_action"] = specs.write_action
         state["_all_ids"] = np.arange(num_envs, dtype=np.int32)
-        state["_needs_reset"] = np.zeros(num_envs, dtype=bool)
+        # render() shows an env's state, so a pool that renders is reset when asked
+        prefetch = getattr(env, "render_mode", None) is None
+        state["_resets"] = PoolResets(env, specs.read_obs, num_envs, prefetch=prefetch)
+        state["_build_output"] = OutputBuilder(specs.observation, self.device)
         if self.full_observation_spec != specs.observation:
             self.observation_spec = specs.observation
             self.action_spec = specs.action
@@ -148,11 +155,11 @@ class MultiThreadedEnvWrapper(EnvBase):
     @property
     def is_async(self) -> bool:
         """Whether the pool returns fewer results per ``recv`` than it has envs."""
-        return self.pool_batch_size < self.num_envs
+        return self._is_async
 
     # ------------------------------------------------------------------ sync API (EnvBase)
     def _check_sync(self) -> None:
-        if self.is_async:
+        if self._is_async:
             raise RuntimeError(
                 f"This EnvPool pool is asynchronous (batch_size={self.pool_batch_size} < "
                 f"num_envs={self.num_envs}): step/reset/rollout need a synchronous pool. Drive it "
@@ -160,26 +167,28 @@ class MultiThreadedEnvWrapper(EnvBase):
             )
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        env = self._env
-        if self._needs_reset.any():  # stepped again without a reset: reset those envs first
-            self._check_sync()
-            env.reset(self._all_ids[self._needs_reset])
+        self._check_sync()
+        resets = self._resets
+        resets.before_step()  # envs finished and not reset since start from a reset
         action = self._write_action(tensordict.get("action"))
-        if self.is_async:
-            self._check_sync()
-        obs, reward, terminated, truncated, _ = env.step(action)
+        obs, reward, terminated, truncated, _ = self._env.step(action)
         if self.frame_skip > 1:
             obs, reward, terminated, truncated = self._skip_frames(
                 action, obs, reward, terminated, truncated
             )
         done = terminated | truncated
-        self.__dict__["_needs_reset"] = done.copy()  # the output tensors share done's memory
+        resets.after_step(done.copy())  # the output tensors share done's memory
         source = self._read_obs(obs)
-        source["reward"] = torch.from_numpy(reward.astype(np.float32, copy=False)).unsqueeze(-1)
-        source["terminated"] = torch.from_numpy(terminated).unsqueeze(-1)
-        source["truncated"] = torch.from_numpy(truncated).unsqueeze(-1)
-        source["done"] = torch.from_numpy(done).unsqueeze(-1)
-        return TensorDict(source, batch_size=self.batch_size, device=self.device)
+        # numpy views are cheaper than torch's unsqueeze; each flag has its own array
+        column = (self.num_envs, 1)
+        source["reward"] = torch.from_numpy(reward.astype(np.float32, copy=False).reshape(column))
+        source["terminated"] = torch.from_numpy(terminated.reshape(column))
+        source["truncated"] = torch.from_numpy(truncated.reshape(column))
+        source["done"] = torch.from_numpy(done.reshape(column))
+        return self._output(source)
+
+    def _output(self, source: dict[str, Any]) -> TensorDictBase:
+        return self._build_output(source, self._batch_size, self._device)
 
     def _skip_frames(
         self,
@@ -205,17 +214,9 @@ class MultiThreadedEnvWrapper(EnvBase):
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         self._check_sync()
-        ids = self._all_ids
         reset = tensordict.get("_reset", None) if tensordict is not None else None
-        if reset is not None:
-            mask = reset.reshape(self.batch_size).cpu().numpy()
-            ids = self._all_ids[mask]
-        obs, _ = self._env.reset(ids)
-        self._needs_reset[ids] = False
-        values = self._read_obs(obs)
-        if len(ids) < self.num_envs:
-            values = {key: _scatter(value, ids, self.num_envs) for key, value in values.items()}
-        return TensorDict(values, batch_size=self.batch_size, device=self.device)
+        mask = None if reset is None else reset.reshape(self.num_envs).cpu().numpy()
+        return self._output(self._resets.reset(mask))
 
     def _set_seed(self, seed: int | None) -> None:
         raise RuntimeError(
@@ -227,8 +228,8 @@ class MultiThreadedEnvWrapper(EnvBase):
     # ------------------------------------------------------------------ extended API
     def async_reset(self) -> None:
         """Send a reset to every env without waiting (EnvPool's ``async_reset``)."""
+        self._resets.forget()
         self._env.async_reset()
-        self._needs_reset[:] = False
 
     def send(self, tensordict: TensorDictBase) -> None:
         """Send the ``"action"`` of ``tensordict`` to the envs listed in its ``"env_id"``.
@@ -244,6 +245,7 @@ class MultiThreadedEnvWrapper(EnvBase):
                 f"{sorted(tensordict.keys())}."
             )
         env_id = tensordict.get("env_id").reshape(-1).cpu().numpy().astype(np.int32)
+        self._resets.settle()
         self._env.send(self._write_action(tensordict.get("action")), env_id)
 
     def recv(self) -> TensorDictBase:
@@ -267,6 +269,7 @@ class MultiThreadedEnvWrapper(EnvBase):
             >>> env.recv()["env_id"].shape
             torch.Size([2])
         """
+        self._resets.settle()
         result = self._env.recv()
         obs, reward, terminated, truncated, info = result
         batch = torch.Size([len(info["env_id"])])
@@ -293,22 +296,19 @@ class MultiThreadedEnvWrapper(EnvBase):
                 "This EnvPool pool was built without render_mode, so it cannot render. Build it "
                 "with render_mode='rgb_array' (MultiThreadedEnv(..., render_mode='rgb_array'))."
             )
+        self._resets.settle()
         frames = self._env.render(env_ids=env_ids, camera_id=camera_id)
         return None if frames is None else torch.from_numpy(np.ascontiguousarray(frames))
 
     def close(self) -> None:
         """Close the pool."""
+        resets = self.__dict__.get("_resets")
+        if resets is not None and not getattr(self, "is_closed", False):
+            resets.settle()
         closer = getattr(self.__dict__.get("_env"), "close", None)
         if callable(closer):
             closer()
         super().close()
-
-
-def _scatter(value: torch.Tensor, ids: np.ndarray, num_envs: int) -> torch.Tensor:
-    """Rows of ``value`` placed at ``ids`` of a zero tensor with ``num_envs`` rows."""
-    out = value.new_zeros((num_envs, *value.shape[1:]))
-    out[torch.from_numpy(ids).long()] = value
-    return out
 
 
 class MultiThreadedEnv(MultiThreadedEnvWrapper):
@@ -386,5 +386,6 @@ class MultiThreadedEnv(MultiThreadedEnvWrapper):
             return
         kwargs = {**self.create_env_kwargs, "seed": check_seed(seed, self.num_workers)}
         self.__dict__["create_env_kwargs"] = kwargs
+        self._resets.settle()
         self._env.close()
         self._set_pool(self._make_pool(envpool_module(type(self).__name__), kwargs))

@@ -14,13 +14,14 @@ from typing import Any
 
 import numpy as np
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 
 from rl_env_adapters import _compat
 from rl_env_adapters._gym._arrays import make_reader, make_writer
 from rl_env_adapters._gym._backend import gym_backend
 from rl_env_adapters._gym._info import InfoDictReader
 from rl_env_adapters._gym._spaces import gym_space_to_spec
+from rl_env_adapters._td_out import OutputBuilder
 from rl_envs_core import GymLikeEnv
 from rl_specs import Composite, Unbounded
 
@@ -160,8 +161,7 @@ class GymWrapper(GymLikeEnv):
         state["_write_action"] = make_writer(act_space, action_spec, batch_dims=ndim)
         state["_action_key_cached"] = "action" if not isinstance(action_spec, Composite) else None
         state["_pending_obs"] = None  # SAME_STEP: reset observations waiting for a reset call
-        state["_out_batch"] = batch  # read once: the properties cost more than the step logic
-        state["_out_device"] = device
+        state["_build_output"] = OutputBuilder(obs_spec, device)
 
     def _init_env(self) -> None:
         if self._batched and self._autoreset_mode not in (
@@ -235,10 +235,13 @@ class GymWrapper(GymLikeEnv):
             source["terminated"] = from_numpy(np.array((terminated,)))
             source["truncated"] = from_numpy(np.array((truncated,)))
             source["done"] = from_numpy(np.array((terminated or truncated,)))
-        out = TensorDict(source, batch_size=self._out_batch, device=self._out_device)
+        out = self._output(source)
         if self._info_dict_reader:
             out = self.read_info(info, out)
         return out
+
+    def _output(self, source: dict[str, Any]) -> TensorDictBase:
+        return self._build_output(source, self._batch_size, self._device)
 
     def _batched_outputs(
         self,
@@ -283,9 +286,8 @@ class GymWrapper(GymLikeEnv):
             obs, info = _compat.reset_result(self._env.reset(**kwargs))
             source = self._read_obs(obs)
             if self._info_dict_reader:
-                out = TensorDict(source, batch_size=self.batch_size, device=self.device)
-                return self.read_info(info, out)
-        return TensorDict(source, batch_size=self.batch_size, device=self.device)
+                return self.read_info(info, self._output(source))
+        return self._output(source)
 
     def __getattr__(self, name: str) -> Any:  # Any: whatever the gym env holds
         try:
