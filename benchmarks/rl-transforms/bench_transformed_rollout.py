@@ -13,7 +13,9 @@ done) written once against the documented ``EnvBase`` API, at batch ``[]`` and
 
 The frame-stacking rows are bound by memory traffic: a rollout of 1000 steps at batch
 ``[16]`` stacks 2 x 1000 x ``[16, 4, 84, 84]`` uint8 frames (root and ``"next"``), about
-900 MB, at the end. Set ``BENCH_TRANSFORMS_BATCH`` to change the batched size.
+900 MB, at the end. Their ``floor`` rows time that memory work alone in plain torch
+(frames, stacks, the two final stacks; no env). Set ``BENCH_TRANSFORMS_BATCH`` to
+change the batched size.
 """
 
 from __future__ import annotations
@@ -103,10 +105,48 @@ def rollout_setup(batch: int, chain: str):
     return setup
 
 
+def pixels_floor(batch: int, frames: int):
+    """Plain torch, no env: the memory work the documented pixel output implies.
+
+    Per step one new frame and (with ``frames > 1``) one new stack of the last
+    ``frames`` frames, the same tensor kept as ``"next"`` at t and as the root at
+    t + 1; at the end, root and ``"next"`` each stacked along time (two outputs of
+    ``STEPS x [batch, frames, 84, 84]`` uint8). A transformed rollout cannot beat it.
+    """
+
+    def setup(ctx: Context):
+        shape = (*([batch] if batch else []), 1, 84, 84)
+        dim = 1 if batch else 0
+
+        def loop():
+            frame = torch.zeros(shape, dtype=torch.uint8)
+            obs = torch.cat([frame] * frames, -3)
+            roots, nexts = [], []
+            for i in range(STEPS):
+                frame = torch.full(shape, (i + 1) % 256, dtype=torch.uint8)
+                if frames > 1:
+                    frame = torch.cat([obs.narrow(-3, 1, frames - 1), frame], -3)
+                roots.append(obs)
+                nexts.append(frame)
+                obs = frame
+            return torch.stack(roots, dim), torch.stack(nexts, dim)
+
+        return loop
+
+    return setup
+
+
+def _setups(batch: int, chain: str) -> dict:
+    setups = {"rl_stack": rollout_setup(batch, chain), "torchrl": rollout_setup(batch, chain)}
+    if chain.startswith("pixels"):
+        setups["floor"] = pixels_floor(batch, 4 if chain == "pixels+catframes" else 1)
+    return setups
+
+
 WORKLOADS = [
     Workload(
         f"counting env rollout({STEPS}) {chain} batch {label}",
-        setups={"rl_stack": rollout_setup(batch, chain), "torchrl": rollout_setup(batch, chain)},
+        setups=_setups(batch, chain),
         items=STEPS * max(batch, 1),
         unit="steps",
     )
