@@ -95,6 +95,16 @@ class TestStepCounter:
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(), StepCounter(max_steps=2)))
 
+    @pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float32])
+    def test_step_adds_one_keeping_the_count_dtype(self, dtype):
+        count = torch.tensor([[3], [7]], dtype=dtype)
+        out = StepCounter()._step(
+            TensorDict({"step_count": count}, [2]),
+            TensorDict({"done": torch.zeros(2, 1, dtype=torch.bool)}, [2]),
+        )
+        assert out["step_count"].dtype == (count + 1).dtype
+        assert torch.equal(out["step_count"], count + 1)
+
 
 class TestRewardSum:
     def test_sums_rewards_and_resets(self, counting_env):
