@@ -74,6 +74,8 @@ class DTypeCastTransform(Transform):
                 if isinstance(value, torch.Tensor) and value.dtype == self.dtype_in:
                     next_tensordict.set(key, value.to(self.dtype_out))
             return next_tensordict
+        if not self._in_keys:  # nothing of dtype_in in the env (e.g. an all-float32 env)
+            return next_tensordict
         return super()._call(next_tensordict)
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
