@@ -150,3 +150,34 @@ class TestGymLikeEnv:
         env = FakeWrapper(env=FakeBackend(), convert_actions_to_numpy=False)
         action = torch.ones(1)
         assert env.read_action(action) is action
+
+
+class TestReadPlan:
+    """The readers' spec lookups are cached per version of the specs."""
+
+    def test_python_flags_match_the_tensor_path(self):
+        env = FakeWrapper(env=FakeBackend())
+        for terminated, truncated in [(True, False), (False, False), (False, True)]:
+            fast = env.read_done(terminated, truncated)
+            slow = env.read_done(np.bool_(terminated), np.bool_(truncated))
+            assert torch.equal(fast[2], slow[2]) and fast[3] == slow[3]
+            assert fast[2].dtype == torch.bool and fast[2].shape == ()
+
+    def test_a_new_spec_is_read_at_the_next_step(self):
+        env = FakeWrapper(env=FakeBackend())
+        env.rand_step(env.reset())
+        env.observation_spec = Composite(observation=Unbounded(shape=(1,), dtype=torch.float64))
+        assert env.rand_step(env.reset())["next", "observation"].dtype == torch.float64
+
+    def test_unlocked_specs_are_read_each_time(self):
+        env = FakeWrapper(env=FakeBackend(), spec_locked=False)
+        env.rand_step(env.reset())
+        env.full_observation_spec["observation"] = Unbounded(shape=(1,), dtype=torch.float64)
+        assert env.read_obs(np.zeros(1))["observation"].dtype == torch.float64
+
+    def test_several_rewards_need_their_own_reader(self):
+        env = FakeWrapper(env=FakeBackend())
+        env.reward_spec = Composite(a=Unbounded(shape=(1,)), b=Unbounded(shape=(1,)))
+        assert env.read_obs(np.zeros(1))["observation"].shape == (1,)
+        with pytest.raises(KeyError, match="exactly one reward"):
+            env.read_reward(1.0)

@@ -10,6 +10,7 @@ methods turn its outputs into tensors, and ``_output_transform`` /
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -35,6 +36,30 @@ def encode_value(value: Any, spec: TensorSpec | None, batch_size: torch.Size) ->
     if value.shape != spec.shape and value.numel() == spec.shape.numel():
         value = value.reshape(spec.shape)
     return value
+
+
+@dataclass(frozen=True)
+class _ReadPlan:
+    """What the readers look up in the specs: the answers for one version of the specs."""
+
+    keys: dict  # the env's key cache these answers were read with (identity marks the version)
+    observation: dict[str, TensorSpec]  # top-level observation entries
+    reward: TensorSpec | None  # of the only reward entry; None when there is not exactly one
+    done: list[tuple[str, TensorSpec]]  # the terminated / truncated / done entries present
+    action_key: Any  # NestedKey of the only action entry; None when there is not exactly one
+
+    @classmethod
+    def of(cls, env: EnvBase, keys: dict) -> _ReadPlan:
+        obs, done = env.full_observation_spec, env.full_done_spec
+        names = set(done.keys())
+        action_keys, reward_keys = env.action_keys, env.reward_keys
+        return cls(
+            keys=keys,
+            observation={key: obs[key] for key in obs.keys()},
+            reward=env.full_reward_spec[reward_keys[0]] if len(reward_keys) == 1 else None,
+            done=[(n, done[n]) for n in ("terminated", "truncated", "done") if n in names],
+            action_key=action_keys[0] if len(action_keys) == 1 else None,
+        )
 
 
 class GymLikeEnv(EnvBase):
@@ -133,6 +158,16 @@ class GymLikeEnv(EnvBase):
             return action
         return action.detach().cpu().numpy()
 
+    def _read_plan(self) -> _ReadPlan:
+        """The spec lookups of the readers, made once per version of the specs."""
+        keys = self._key_cache()  # a new dict whenever a spec is set
+        plan = self.__dict__.get("_plan")
+        if plan is not None and plan.keys is keys and self._spec_locked:
+            return plan
+        plan = _ReadPlan.of(self, keys)
+        self.__dict__["_plan"] = plan
+        return plan
+
     def read_obs(self, observations: Any) -> dict[str, torch.Tensor]:
         """Convert backend observations (array or dict of arrays) to a dict of tensors."""
         if isinstance(observations, Mapping):
@@ -141,22 +176,28 @@ class GymLikeEnv(EnvBase):
                 observations["observation"] = observations.pop("state")
         else:
             observations = {"observation": observations}
-        spec = self.full_observation_spec
-        known = set(spec.keys())
+        specs = self._read_plan().observation
+        batch_size = self._batch_size
         return {
-            key: encode_value(value, spec[key] if key in known else None, self.batch_size)
+            key: encode_value(value, specs.get(key), batch_size)
             for key, value in observations.items()
         }
 
     def read_reward(self, reward: Any) -> torch.Tensor:
         """Convert a backend reward to a tensor shaped like ``reward_spec``."""
-        return encode_value(reward, self.full_reward_spec[self.reward_key], self.batch_size)
+        spec = self._read_plan().reward
+        if spec is None:
+            spec = self.full_reward_spec[self.reward_key]  # raises: no single reward entry
+        return encode_value(reward, spec, self._batch_size)
 
     def read_done(
         self, terminated: Any = None, truncated: Any = None, done: Any = None
     ) -> tuple[Any, Any, Any, bool]:
         """Return ``(terminated, truncated, done, do_break)``; ``done`` defaults to their OR."""
         if done is None:
+            if type(terminated) is bool and type(truncated) is bool:  # python flags: one tensor
+                done = torch.tensor(terminated or truncated)
+                return terminated, truncated, done, terminated or truncated
             done = torch.zeros((), dtype=torch.bool)
             for flag in (terminated, truncated):
                 if flag is not None:
@@ -238,17 +279,20 @@ class GymLikeEnv(EnvBase):
 
     # ---------------------------------------------------------------- EnvBase API
     def _done_entries(self, terminated: Any, truncated: Any, done: Any) -> dict[str, torch.Tensor]:
-        spec = self.full_done_spec
-        names = set(spec.keys())
+        values = {"terminated": terminated, "truncated": truncated, "done": done}
+        batch_size = self._batch_size
         out = {}
-        for name, value in (("terminated", terminated), ("truncated", truncated), ("done", done)):
-            if name in names:
-                value = torch.zeros((), dtype=torch.bool) if value is None else value
-                out[name] = encode_value(value, spec[name], self.batch_size)
+        for name, spec in self._read_plan().done:
+            value = values[name]
+            value = torch.zeros((), dtype=torch.bool) if value is None else value
+            out[name] = encode_value(value, spec, batch_size)
         return out
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        action = self.read_action(tensordict.get(self.action_key))
+        action_key = self._read_plan().action_key
+        if action_key is None:
+            action_key = self.action_key  # raises: no single action entry
+        action = self.read_action(tensordict.get(action_key))
         reward = 0
         for _ in range(self.wrapper_frame_skip):
             obs, step_reward, terminated, truncated, done, info = self._output_transform(
@@ -263,8 +307,10 @@ class GymLikeEnv(EnvBase):
         source = self.read_obs(obs)
         source[self.reward_key] = self.read_reward(reward)
         source.update(self._done_entries(terminated, truncated, done))
-        out = TensorDict(source, batch_size=self.batch_size, device=self.device)
-        return self.read_info(info, out)
+        out = TensorDict(source, batch_size=self._batch_size, device=self._device)
+        if self._info_dict_reader:
+            out = self.read_info(info, out)
+        return out
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         obs, info = self._reset_output_transform(self._env.reset(**kwargs))
