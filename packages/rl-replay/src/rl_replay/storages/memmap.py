@@ -75,6 +75,13 @@ class LazyMemmapStorage(LazyTensorStorage):
         self.scratch_dir = None if scratch_dir is None else Path(scratch_dir)
         self.existsok = existsok
 
+    def _allocate_leaves(
+        self, specs: dict[NestedKey, tuple[torch.Size, torch.dtype]], batch: torch.Size
+    ) -> dict[NestedKey, torch.Tensor]:
+        # one file per leaf, not row-interleaved: checkpoints and other processes open
+        # the files by key
+        return {key: self._allocate(key, shape, dtype) for key, (shape, dtype) in specs.items()}
+
     def _allocate(self, key: NestedKey, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
         if self.scratch_dir is None:
             self.scratch_dir = Path(tempfile.mkdtemp(prefix="rl_replay_"))

@@ -19,6 +19,7 @@ from torch.utils import _pytree
 from rl_replay.checkpointers.tensor import TensorStorageCheckpointer
 from rl_replay.storages._alloc import empty_storage_tensor
 from rl_replay.storages._layout import _Layout, _leaves_of, _nest
+from rl_replay.storages._packed import packed_leaves
 from rl_replay.storages.base import Storage
 
 __all__ = ["LazyTensorStorage", "TensorStorage"]
@@ -97,8 +98,11 @@ class TensorStorage(Storage):
         self._layout = _Layout(td, spec, self.ndim)
         self.max_size = td.batch_size.numel()
 
-    def _allocate(self, key: NestedKey, shape: torch.Size, dtype: torch.dtype) -> torch.Tensor:
-        return empty_storage_tensor(shape, dtype, self.device)
+    def _allocate_leaves(
+        self, specs: dict[NestedKey, tuple[torch.Size, torch.dtype]], batch: torch.Size
+    ) -> dict[NestedKey, torch.Tensor]:
+        """Uninitialised storage tensors for ``{key: (shape, dtype)}``: row-interleaved views."""
+        return packed_leaves(specs, batch, lambda s, d: empty_storage_tensor(s, d, self.device))
 
     def _init(self, data: Any, cursor: Any) -> None:
         leaves, spec = _leaves_of(data)
@@ -124,10 +128,10 @@ class TensorStorage(Storage):
         per_row = inner.numel()
         rows = -(self.max_size // -per_row)
         shape = torch.Size([rows, *inner])
-        flat = {
-            key: self._allocate(key, torch.Size([*shape, *leaf.shape[data_dims:]]), leaf.dtype)
-            for key, leaf in leaves
+        specs = {
+            key: (torch.Size([*shape, *leaf.shape[data_dims:]]), leaf.dtype) for key, leaf in leaves
         }
+        flat = self._allocate_leaves(specs, shape)
         self._adopt(TensorDict._new_unsafe(_nest(flat), batch_size=shape), spec)
 
     def _rows_for_write(self, data: Any, single: bool) -> int:
@@ -312,10 +316,11 @@ class TensorStorage(Storage):
         self._len_value.fill_(meta["len"])
 
     def _init_from(self, td: TensorDictBase, spec: Any, shape: torch.Size) -> None:
-        flat = {
-            key: self._allocate(key, torch.Size([*shape, *t.shape[td.batch_dims :]]), t.dtype)
+        specs = {
+            key: (torch.Size([*shape, *t.shape[td.batch_dims :]]), t.dtype)
             for key, t in td.items(True, True)
         }
+        flat = self._allocate_leaves(specs, shape)
         self._adopt(TensorDict._new_unsafe(_nest(flat), batch_size=shape), spec)
 
     def __getstate__(self) -> dict[str, Any]:
