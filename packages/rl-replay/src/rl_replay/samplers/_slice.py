@@ -333,7 +333,7 @@ class SliceSampler(Sampler):
             plan = self._plan(traj_index, seg, seq_len)
             k = self._pick(plan, num_slices)
             picked = plan.table.index_select(1, k)  # row, col, choices, terminal offset
-            offset = (torch.rand(k.shape, device=k.device) * picked[2]).long()
+            offset = torch.rand(k.shape, device=k.device).mul_(picked[2]).long()
             if plan.fixed:
                 return self._gather_planned(storage, traj_index, plan, picked, offset)
             segment = plan.segments.index_select(1, k)
@@ -365,11 +365,12 @@ class SliceSampler(Sampler):
         index = self._to_storage_index(storage, rows.view(-1), cols)
         if self.truncated_key is None:
             return index, {}
-        terminated = ((offset == picked[3]).unsqueeze(-1) & plan.last_step).view(-1, 1)
-        done = plan.done_template(offset.numel())
+        terminated = torch.logical_and((offset == picked[3]).unsqueeze(-1), plan.last_step)
+        terminated = terminated.view(-1, 1)
+        template = plan.done_template(offset.numel(), copy=False)
         return index, {
-            self.truncated_key: done ^ terminated,
-            self._done_key: done,
+            self.truncated_key: template ^ terminated,
+            self._done_key: template.clone(),
             self._terminated_key: terminated,
         }
 
@@ -497,13 +498,16 @@ class _Plan:
     wraps: bool  # some eligible segment runs past the end of the cursor dim
     _done: dict[int, torch.Tensor] = field(default_factory=dict)
 
-    def done_template(self, num_slices: int) -> torch.Tensor:
-        """A fresh ``[num_slices * seq_len, 1]`` mask of the last step of every slice."""
+    def done_template(self, num_slices: int, *, copy: bool = True) -> torch.Tensor:
+        """A ``[num_slices * seq_len, 1]`` mask of the last step of every slice.
+
+        A fresh copy, or with ``copy=False`` the cached template itself (read it only).
+        """
         done = self._done.get(num_slices)
         if done is None:
             done = self.last_step.expand(num_slices, self.seq_len).reshape(-1, 1)
             self._done[num_slices] = done
-        return done.clone()
+        return done.clone() if copy else done
 
 
 def _parse_span(span: Any) -> tuple[bool | int, bool | int]:
