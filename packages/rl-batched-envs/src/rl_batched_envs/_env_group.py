@@ -104,6 +104,8 @@ class EnvGroup:
             for k in layout.root_keys
             if k not in set(carried) and k in set(layout.in_keys)
         ]
+        self.carry_src = [src for src, _ in self.carry]
+        self.carry_dst = [dst for _, dst in self.carry]
         self.done_rows = [next_rows.get(done) for _, done in layout.reset_levels]
         # the group's rows of each step output, filled by one stack per key
         # each env's inputs as a plain dict, when they are all tensors and unnamed
@@ -251,14 +253,14 @@ class EnvGroup:
                 results.append((out.get("next"), root))
             return results
         self.step(active)
-        for src, dst in self.carry:
-            dst.copy_(src)
+        if self.carry:
+            torch._foreach_copy_(self.carry_dst, self.carry_src)  # one call for every key
+        if not any(bool(rows.any()) for rows in self.done_rows):  # the common case
+            return None
         done = None
         for rows in self.done_rows:
             flags = rows.reshape(len(envs), -1).any(-1)
             done = flags if done is None else done | flags
-        if done is None or not bool(done.any()):
-            return None
         levels = self.layout.reset_levels
         for j in done.nonzero().squeeze(-1).tolist():
             td = self.root_td[j].copy()
