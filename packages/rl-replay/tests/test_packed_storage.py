@@ -106,3 +106,25 @@ class TestPackedLeaves:
         leaves = packed_leaves(specs, torch.Size([3]), lambda s, d: torch.zeros(s, dtype=d))
         assert list(leaves) == list(specs)
         assert {k: (v.shape, v.dtype) for k, v in leaves.items()} == specs
+
+    @pytest.mark.parametrize("kind", ["flat", "nested", "pytree", "tensor"])
+    def test_gather_fast_path_matches_the_general_read(self, kind):
+        data = {
+            "flat": TensorDict({"a": torch.arange(6.0), "b": torch.arange(6)}, [6]),
+            "nested": _data(6),
+            "pytree": {"a": torch.arange(6.0), "b": (torch.ones(6, 2),)},
+            "tensor": torch.arange(12.0).view(6, 2),
+        }[kind]
+        storage = LazyTensorStorage(6)
+        storage.set(torch.arange(6), data)
+        fast, general = storage.get(torch.tensor([4, 0, 4])), storage.get([4, 0, 4])
+        assert type(fast) is type(general)
+        fast_leaves, general_leaves = (
+            (
+                list(x.values(True, True))
+                if isinstance(x, TensorDict)
+                else torch.utils._pytree.tree_leaves(x)
+            )
+            for x in (fast, general)
+        )
+        assert all(torch.equal(a, b) for a, b in zip(fast_leaves, general_leaves, strict=True))

@@ -335,6 +335,8 @@ class ReplayBuffer:
         return self._finish(data)
 
     def _finish(self, data: Any) -> Any:  # Any: what the storage returned
+        if self._collate_fn is _identity and not self._pin_memory and not len(self._transform):
+            return data  # tensor storages without transforms: nothing to do
         data = self._collate_fn(data)
         if self._pin_memory:
             data = data.pin_memory()

@@ -37,10 +37,15 @@ class RandomSampler(Sampler):
             ValueError: if ``batch_size`` is not a positive int.
             RuntimeError: if the storage is empty.
         """
-        check_batch_size(batch_size, type(self).__name__)
+        if type(batch_size) is not int or batch_size <= 0:  # the checks raise; cheap when valid
+            check_batch_size(batch_size, type(self).__name__)
         numel = len(storage)
-        check_not_empty(numel, type(self).__name__)
-        flat = torch.randint(numel, (batch_size,), device=device_of(storage))
+        if numel == 0:
+            check_not_empty(numel, type(self).__name__)
+        device = getattr(storage, "device", None)
+        if type(device) is not torch.device:
+            device = device_of(storage)
+        flat = torch.randint(numel, (batch_size,), device=device)
         return unravel(flat, storage), {}
 
     def _empty(self) -> None:

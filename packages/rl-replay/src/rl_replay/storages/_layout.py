@@ -82,6 +82,16 @@ class _Layout:
         self.by_key = dict(zip(self.keys, self.tensors, strict=True))
         self.tails = {key: t.shape[ndim:] for key, t in self.by_key.items()}
         self.nested = any(isinstance(key, tuple) for key in self.keys)
+        self._pairs = list(self.by_key.items())
+        self._flat_td = tree_spec is None and not self.nested
+
+    def gather(self, index: torch.Tensor) -> Any:
+        """Rows ``index`` (a 1-d ``LongTensor``) of every leaf, rebuilt; no re-validation."""
+        flat = {key: tensor.index_select(0, index) for key, tensor in self._pairs}
+        batch_size = torch.Size((index.shape[0], *self.inner))
+        if self._flat_td:  # gathered leaves of validated storage tensors: nothing to check
+            return TensorDict._new_unsafe(flat, batch_size=batch_size)
+        return self.build(flat, batch_size)
 
     def match(self, data: Any, lead: torch.Size) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Pair each storage tensor with the incoming leaf; raise on any mismatch.

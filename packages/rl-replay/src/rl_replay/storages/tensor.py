@@ -221,10 +221,7 @@ class TensorStorage(Storage):
         if layout is None:
             self._require_layout()
         if type(index) is torch.Tensor and index.dim() == 1 and index.dtype == torch.long:
-            # the sampling hot path: one index_select per leaf, no re-validation
-            pairs = zip(layout.keys, layout.tensors, strict=True)
-            flat = {key: tensor.index_select(0, index) for key, tensor in pairs}
-            return layout.build(flat, torch.Size((index.shape[0], *layout.inner)))
+            return layout.gather(index)  # the sampling hot path
         if isinstance(index, list):
             index = torch.as_tensor(index, dtype=torch.long)
         flat = {key: tensor[index] for key, tensor in zip(layout.keys, layout.tensors, strict=True)}
