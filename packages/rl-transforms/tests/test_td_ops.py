@@ -6,6 +6,7 @@ import pytest
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict
 
+from rl_transforms import CatFrames, Compose, ObservationNorm, RewardSum, StepCounter
 from rl_transforms._td_ops import read, write
 
 
@@ -65,3 +66,45 @@ def test_write_keeps_the_tensor_and_converts_other_values():
     ref = TensorDict(batch_size=[])
     ref.set("b", 1.5)
     assert torch.equal(td.get("b"), ref.get("b"))
+
+
+def test_transforms_give_the_same_step_on_plain_and_lazy_data():
+    """The hot transforms take the fast path on TensorDicts and the generic one otherwise."""
+
+    def chain():
+        return Compose(
+            StepCounter(),
+            RewardSum(),
+            ObservationNorm(loc=1.0, scale=2.0, in_keys=["observation"]),
+            CatFrames(2, -1, in_keys=["frame"]),
+        )
+
+    root = TensorDict(
+        {
+            "step_count": torch.tensor([[3], [5]]),
+            "episode_reward": torch.tensor([[1.0], [2.0]]),
+            "frame": torch.tensor([[1.0, 2.0], [3.0, 4.0]]),
+        },
+        [2],
+    )
+    nxt = TensorDict(
+        {
+            "observation": torch.tensor([[1.0], [2.0]]),
+            "reward": torch.tensor([[0.5], [1.5]]),
+            "frame": torch.tensor([[7.0], [8.0]]),
+            "done": torch.zeros(2, 1, dtype=torch.bool),
+        },
+        [2],
+    )
+
+    def lazy(td):
+        return LazyStackedTensorDict.lazy_stack(list(td.clone().unbind(0)), 0)
+
+    fast = chain()._step(root.clone(), nxt.clone())
+    generic = chain()._step(lazy(root), lazy(nxt))
+    assert type(generic) is LazyStackedTensorDict
+    assert set(fast.keys()) == set(generic.keys())
+    for key in fast.keys():
+        assert torch.equal(fast[key], generic[key]), key
+    assert fast["frame"].tolist() == [[2.0, 7.0], [4.0, 8.0]]
+    assert fast["step_count"].squeeze(-1).tolist() == [4, 6]
