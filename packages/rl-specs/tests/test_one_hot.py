@@ -28,6 +28,21 @@ class TestOneHot:
         sample = OneHot(5, shape=(100, 5)).rand()
         assert bool((sample.sum(-1) == 1).all())
 
+    @pytest.mark.parametrize("dtype", [torch.bool, torch.int64, torch.float32, torch.uint8])
+    def test_rand_dtype_shape_and_every_category(self, dtype):
+        spec = OneHot(3, shape=(2, 3), dtype=dtype)
+        samples = spec.rand((200,))
+        assert samples.shape == (200, 2, 3) and samples.dtype is dtype
+        assert spec.is_in(samples[0])
+        assert bool((samples.sum(-1) == 1).all())
+        assert bool((samples.reshape(-1, 3).sum(0) > 0).all())
+
+    def test_rand_returns_fresh_tensors(self):
+        spec = OneHot(3, dtype=torch.int64)
+        first = spec.rand()
+        first.fill_(7)  # writing into a sample must not touch later samples
+        assert all(spec.is_in(spec.rand()) for _ in range(20))
+
     def test_is_in_rejects_non_one_hot(self):
         spec = OneHot(3, dtype=torch.int64)
         assert spec.is_in(torch.tensor([0, 1, 0]))

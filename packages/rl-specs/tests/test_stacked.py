@@ -66,11 +66,15 @@ class TestTorchStack:
         assert same.dtype == torch.float32 and same.rand().shape == (2, 2)
 
     def test_stacked_composite_of_different_envs_lists_its_leaves(self):
-        pool = torch.stack([Composite(action=Bounded(-1, 1, shape=(1,))), Composite(action=OneHot(2))])
+        pool = torch.stack(
+            [Composite(action=Bounded(-1, 1, shape=(1,))), Composite(action=OneHot(2))]
+        )
         assert list(pool.keys(True, True)) == ["action"]
         assert type(pool["action"]) is Stacked
         sample = pool.rand()
-        assert sample[0]["action"].dtype == torch.float32 and sample[1]["action"].dtype == torch.bool
+        assert (
+            sample[0]["action"].dtype == torch.float32 and sample[1]["action"].dtype == torch.bool
+        )
         assert pool.is_in(sample)
 
     def test_rank_mismatch_raises(self):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,16 @@ def _one_hot_shape(shape: ShapeLike | None, size: int, *, owner: str) -> torch.S
             f"{tuple(shape)}. Pass shape=(*batch, {size})."
         )
     return shape
+
+
+@functools.lru_cache(maxsize=64)
+def _identity(n: int, dtype: torch.dtype, device: torch.device | None) -> torch.Tensor:
+    """The ``n x n`` identity, whose rows are the one-hot vectors; never written to.
+
+    Indexing its rows (which copies them) is about three times cheaper than
+    ``one_hot(...).to(dtype)``, which makes an int64 tensor and then converts it.
+    """
+    return torch.eye(n, dtype=dtype, device=device)
 
 
 def _is_one_hot(val: torch.Tensor) -> bool:
@@ -111,7 +122,9 @@ class OneHot(_MaskedCategories, TensorSpec):
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         full = self._full_shape(shape, "rand")
         idx = self._indices(full[: len(full) - self.ndim])
-        return torch.nn.functional.one_hot(idx, self.space.n).to(self.dtype)
+        rows = _identity(self.space.n, self.dtype, self.device)[idx]
+        # a 0-dim index is basic indexing: a view of the cached identity, so copy it
+        return rows.clone() if idx.dim() == 0 else rows
 
     def is_in(self, val: torch.Tensor) -> bool:
         if not self._basic_match(val) or not _is_one_hot(val):
