@@ -5,8 +5,10 @@ Workloads (random actions, ``step_and_maybe_reset`` loops of ``STEPS`` batched s
 ``EnvBase`` written against each library's documented API), run by ``SerialEnv``,
 ``ParallelEnv`` and ``AsyncEnvPool`` (multiprocessing backend); ours vs TorchRL 0.14
 (``mp_start_method="fork"``) and gymnasium's ``SyncVectorEnv`` /
-``AsyncVectorEnv(shared_memory=True)`` on the same CartPole. A last workload times
-``ParallelEnv(8, CartPole)`` start-up: construction, first reset and close.
+``AsyncVectorEnv(shared_memory=True)`` on the same CartPole. Our ``ParallelEnv`` runs
+its default layout (the sub-envs spread over one worker process per usable CPU); two
+workloads fix the layout instead (4 envs per worker, one process per env). A last
+workload times ``ParallelEnv(8, CartPole)`` start-up: construction, first reset and close.
 ``BENCH_BATCHED_STEPS`` changes the loop length (default 50).
 """
 
@@ -169,6 +171,18 @@ WORKLOADS.append(
             "gymnasium": gym_vector(True, 32),
         },
         items=STEPS * 32,
+        unit="env-steps",
+    )
+)
+WORKLOADS.append(
+    Workload(
+        "ParallelEnv CartPole-v1 x8, one process per env (ours: num_envs_per_worker=1)",
+        setups={
+            "rl_stack": batched("ParallelEnv", 8, cartpole, num_envs_per_worker=1),
+            "torchrl": batched("ParallelEnv", 8, cartpole),
+            "gymnasium": gym_vector(True, 8),
+        },
+        items=STEPS * 8,
         unit="env-steps",
     )
 )

@@ -43,13 +43,14 @@ class ParallelEnv(BatchedEnvBase):
     Envs with dynamic (``-1``) or heterogeneous specs fall back to pickled
     tensordicts. ``step_and_maybe_reset`` resets done envs inside the workers.
 
-    More worker processes than CPUs only add context switches, so by default the
-    sub-envs are spread over at most one worker process per usable CPU, each
-    running its share of sub-envs one after the other (``num_envs_per_worker=1``
-    gives one process per sub-env). Workers start in parallel, build their envs and
-    report the envs' metadata (the main process builds no env). They use ``fork`` where it is safe (Linux, no
-    CUDA context) and ``spawn`` otherwise, or ``mp_start_method``. Each worker
-    runs ``num_sub_threads`` torch threads.
+    Process layout: ``num_envs_per_worker=1`` gives one process per sub-env. More
+    busy processes than CPUs only add context switches, so by default the sub-envs
+    are spread over at most one worker process per usable CPU, each running its
+    share of sub-envs one after the other; the data is the same either way.
+    Workers start in parallel, build their envs and report the envs' metadata (the
+    main process builds no env). They use ``fork`` where it is safe (Linux, no CUDA
+    context) and ``spawn`` otherwise, or ``mp_start_method``. Each worker runs
+    ``num_sub_threads`` torch threads.
 
     Failures: an exception in a worker is re-raised here with its type, the worker
     index and its traceback. A worker that dies (e.g. killed by the OOM killer)
