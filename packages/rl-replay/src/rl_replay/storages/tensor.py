@@ -1,7 +1,9 @@
 """Contiguous tensor storages: :class:`TensorStorage` and :class:`LazyTensorStorage`.
 
 Data is kept as one preallocated tensor per leaf inside a ``TensorDict``
-(plain tensors and pytrees are converted internally and rebuilt on read).  The
+(plain tensors and pytrees are converted internally and rebuilt on read); the
+leaves a lazy storage allocates are column views of one row-interleaved buffer per
+dtype (see ``_packed``), so that sampling a row touches adjacent memory.  The
 number of valid rows lives in a shared-memory tensor so that a buffer handed to
 another process (fork or spawn) sees the writes of every process.
 """
