@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from hypothesis import given, settings
@@ -94,7 +96,9 @@ class TestSegmentTree:
     def test_branching_keeps_depth_small(self):
         tree = SegmentTree(1_000_000, op="sum")
         assert tree.depth <= 4
-        assert tree.branch**tree.depth >= 1_000_000
+        assert math.prod(tree.branches) >= 1_000_000
+        assert tree._levels[1].numel() <= 1 << 14  # the search starts right above the leaves
+        assert tree._flat == 1
 
 
 class TestShortcuts:

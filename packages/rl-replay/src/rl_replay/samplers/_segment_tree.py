@@ -1,13 +1,17 @@
 """A vectorised segment tree (sum, min or max) over torch tensors.
 
-The tree is B-ary rather than binary: with ``B <= 128`` chosen so that the depth is
-at most 3 up to two million leaves (``B = 100`` for one million), a batch update recomputes each level with
+The tree is B-ary rather than binary: with ``B <= 128`` per level, chosen so that the
+depth is at most 4 up to four million leaves, a batch update recomputes each level with
 one gather + reduce + scatter, and a batch prefix-sum search descends all samples at
 once with one gather + cumsum per level. That keeps the number of torch calls per
 ``update`` / ``find_prefix_sum`` at a few dozen whatever the capacity, and the work per
 call at ``O(batch * B * depth)``. Duplicate indices in one update are harmless: parents
 are recomputed from their children, never patched with deltas, so no rounding drift
 accumulates either.
+
+Trees above ``FLAT_LEVEL`` leaves first group the leaves by a small power of two (64
+for one million leaves), so that the level above the leaves is small enough for the
+search shortcut below and a draw reads one short run of leaves.
 
 Two shortcuts cut the calls further where a level is small. An update whose batch
 touches at least as many parents as a level holds recomputes that whole level with one
@@ -40,6 +44,9 @@ def _max(x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
 # op -> (reduction over the last dim, neutral element); plain functions so trees pickle
 _REDUCE = {"sum": (_sum, 0.0), "min": (_min, math.inf), "max": (_max, -math.inf)}
 _MAX_BRANCH = 128
+# large trees group their leaves so that the level above them has at most this many
+# nodes: a search is then one cumsum over that level plus one gather + cumsum at the leaves
+_ABOVE_LEAVES = 1 << 14
 # a search starts with one cumsum over the lowest level of at most this many nodes: a
 # 10k-node cumsum costs about what one gather + cumsum descent step over 256 draws does
 FLAT_LEVEL = 1 << 15
@@ -81,16 +88,12 @@ class SegmentTree:
         self.capacity = int(capacity)
         self.op = op
         self._reduce, self.neutral = _REDUCE[op]
-        size = max(self.capacity, 2)
-        depth = max(1, math.ceil(math.log(size) / math.log(_MAX_BRANCH) - 1e-9))
-        branch = max(2, math.ceil(size ** (1 / depth) - 1e-9))
-        while branch**depth < size:
-            branch += 1
-        self.branch = branch
-        self.depth = depth
+        # branches[k]: children per node of level k + 1 (level 0 holds the leaves)
+        self.branches = _branches(max(self.capacity, 2))
+        self.depth = depth = len(self.branches)
+        sizes = [math.prod(self.branches[k:]) for k in range(depth + 1)]
         self._levels = [
-            torch.full((self.branch ** (depth - k),), self.neutral, dtype=dtype, device=device)
-            for k in range(depth + 1)
+            torch.full((size,), self.neutral, dtype=dtype, device=device) for size in sizes
         ]
         self._flat = min(k for k in range(depth + 1) if self._levels[k].numel() <= FLAT_LEVEL)
 
@@ -127,7 +130,7 @@ class SegmentTree:
         for k in range(1, self.depth + 1):
             if self._levels[k].numel() <= index.numel():
                 break
-            node = node // self.branch
+            node = node // self.branches[k - 1]
             nodes.append(node)
         return nodes
 
@@ -145,7 +148,7 @@ class SegmentTree:
         levels[0].index_copy_(0, index, value.to(levels[0].dtype))
         nodes = self.ancestors(index) if ancestors is None else ancestors
         for k in range(1, self.depth + 1):
-            children = levels[k - 1].view(-1, self.branch)
+            children = levels[k - 1].view(-1, self.branches[k - 1])
             if k <= len(nodes):
                 node = nodes[k - 1]
                 levels[k].index_copy_(0, node, self._reduce(children.index_select(0, node)))
@@ -162,7 +165,7 @@ class SegmentTree:
         self._levels[0].fill_(self.neutral)
         self._levels[0][: self.capacity] = leaves.to(self._levels[0])
         for k in range(1, self.depth + 1):
-            self._levels[k] = self._reduce(self._levels[k - 1].view(-1, self.branch))
+            self._levels[k] = self._reduce(self._levels[k - 1].view(-1, self.branches[k - 1]))
 
     def find_prefix_sum(self, mass: torch.Tensor) -> torch.Tensor:
         """For each ``m`` in ``mass``, the first leaf whose inclusive prefix sum exceeds ``m``.
@@ -213,8 +216,8 @@ class SegmentTree:
         if node is None:
             node = torch.zeros(mass.shape, dtype=torch.long, device=mass.device)
         mass = mass.to(self._levels[0].dtype).unsqueeze(-1)
-        branch = self.branch
         for k in range(self.depth - 1 if start is None else start, -1, -1):
+            branch = self.branches[k]
             children = self._levels[k].view(-1, branch).index_select(0, node)
             cumsum = children.cumsum(-1)
             choice = torch.searchsorted(cumsum, mass, right=True)
@@ -226,3 +229,22 @@ class SegmentTree:
             mass = mass - (cumsum - children).gather(-1, choice)
             node = node.mul_(branch).add_(choice.view(-1))
         return node
+
+
+def _branches(size: int) -> list[int]:
+    """Per-level branching factors covering ``size`` leaves (bottom level first).
+
+    Up to ``FLAT_LEVEL`` leaves: ``B <= 128`` children at every level. Larger trees
+    group the leaves by the smallest power of two (up to 128) that leaves at most
+    ``_ABOVE_LEAVES`` groups, and cover the groups the same way.
+    """
+    if size > FLAT_LEVEL:
+        leaf = 2
+        while leaf < _MAX_BRANCH and -(-size // leaf) > _ABOVE_LEAVES:
+            leaf *= 2
+        return [leaf, *_branches(-(-size // leaf))]
+    depth = max(1, math.ceil(math.log(size) / math.log(_MAX_BRANCH) - 1e-9))
+    branch = max(2, math.ceil(size ** (1 / depth) - 1e-9))
+    while branch**depth < size:
+        branch += 1
+    return [branch] * depth
