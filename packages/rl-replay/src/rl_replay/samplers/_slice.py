@@ -332,7 +332,7 @@ class SliceSampler(Sampler):
             traj_index, seg = self._segments(storage)
             plan = self._plan(traj_index, seg, seq_len)
             k = self._pick(plan, num_slices)
-            picked = plan.table.index_select(1, k)  # row, col, choices, terminal offset
+            picked = plan.table.index_select(1, k).unbind(0)  # row, col, choices, terminal offset
             offset = torch.rand(k.shape, device=k.device).mul_(picked[2]).long()
             if plan.fixed:
                 return self._gather_planned(storage, traj_index, plan, picked, offset)
@@ -353,19 +353,17 @@ class SliceSampler(Sampler):
         storage: Any,
         traj_index: TrajectoryIndex,
         plan: _Plan,
-        picked: torch.Tensor,
+        picked: tuple[torch.Tensor, ...],
         offset: torch.Tensor,
     ) -> tuple[Any, dict[str, Any]]:
-        """The fixed-length fast path: ``picked`` plan columns, slices starting at ``offset``."""
-        seq_len = plan.seq_len
-        rows = self._fixed_slices(
-            picked[0] + offset, plan.steps, traj_index.rows if plan.wraps else 0
-        )
-        cols = picked[1].repeat_interleave(seq_len) if traj_index.cols > 1 else None
+        """The fixed-length fast path: ``picked`` plan rows, slices starting at ``offset``."""
+        row, col, _, terminal = picked
+        rows = self._fixed_slices(row + offset, plan.steps, traj_index.rows if plan.wraps else 0)
+        cols = col.repeat_interleave(plan.seq_len) if traj_index.cols > 1 else None
         index = self._to_storage_index(storage, rows.view(-1), cols)
         if self.truncated_key is None:
             return index, {}
-        terminated = torch.logical_and((offset == picked[3]).unsqueeze(-1), plan.last_step)
+        terminated = torch.logical_and((offset == terminal).unsqueeze(-1), plan.last_step)
         terminated = terminated.view(-1, 1)
         template = plan.done_template(offset.numel(), copy=False)
         return index, {
