@@ -6,7 +6,7 @@ import pytest
 import torch
 from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
 
-from rl_envs_core._stack import RolloutSteps, dense_cat, dense_stack
+from rl_envs_core._stack import DEFERRED_BYTES, RolloutSteps, dense_stack
 from rl_envs_core.testing import CountingEnv
 
 
@@ -103,8 +103,35 @@ class TestChunkedStack:
         assert dense_stack([_step(0), _step(1, extra=torch.zeros(1))], 0) is None
         lazy = LazyStackedTensorDict.lazy_stack([_step(0)], 0)
         assert dense_stack([lazy, lazy], 0) is None
-        chunks = [dense_stack([_step(0)], 0), dense_stack([_step(1, extra=torch.zeros(1))], 0)]
-        assert dense_cat(chunks, 0) is None
+
+    @pytest.mark.parametrize("n", [1, 5, 33, 70])
+    @pytest.mark.parametrize("batch", [(), (3,)])
+    def test_large_leaves_stacked_once_match_torch_stack(self, n, batch):
+        width = DEFERRED_BYTES // 4 + 1  # float32: just above the per-step threshold
+        steps = [_step(i, batch, frames=torch.full((*batch, width), float(i))) for i in range(n)]
+        result = _collect(steps, chunk=4)
+        _assert_same(result, torch.stack(steps, len(batch)))
+
+    def test_large_leaf_whose_dtype_changes_is_promoted_like_torch_stack(self):
+        width = DEFERRED_BYTES  # uint8 at the threshold, float above it
+        steps = [_step(i, frames=torch.ones(width, dtype=torch.uint8)) for i in range(3)]
+        steps += [_step(i, frames=torch.ones(width)) for i in range(3, 6)]
+        _assert_same(_collect(steps, chunk=2), torch.stack(steps, 0))
+
+    def test_leaf_crossing_the_threshold_by_dtype_uses_the_generic_stack(self):
+        width = DEFERRED_BYTES // 4  # float32: deferred; uint8: stacked per chunk
+        steps = [_step(i, frames=torch.full((width,), float(i))) for i in range(4)]
+        steps += [_step(i, frames=torch.full((width,), i, dtype=torch.uint8)) for i in (4, 5)]
+        _assert_same(_collect(steps, chunk=2), torch.stack(steps, 0))
+
+    def test_large_leaf_becoming_small_uses_the_generic_stack(self):
+        steps = [_step(i, frames=torch.ones(DEFERRED_BYTES)) for i in range(3)]
+        steps += [_step(i, frames=torch.ones(DEFERRED_BYTES, dtype=torch.uint8)) for i in (3, 4)]
+        steps += [_step(i, frames=torch.ones(2)) for i in (5, 6)]
+        with pytest.raises(RuntimeError):
+            torch.stack(steps, 0)
+        with pytest.raises(RuntimeError):
+            _collect(steps, chunk=2)
 
 
 class TestRolloutUsesChunks:
