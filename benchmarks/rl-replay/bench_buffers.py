@@ -43,7 +43,11 @@ def _ted(count: int):
             "observation": torch.randn(count, OBS),
             "action": torch.randn(count, ACT),
             **flags,
-            "next": {"observation": torch.randn(count, OBS), "reward": torch.randn(count, 1), **flags},
+            "next": {
+                "observation": torch.randn(count, OBS),
+                "reward": torch.randn(count, 1),
+                **flags,
+            },
         },
         [count],
     )

@@ -28,7 +28,10 @@ STORAGES = [
 
 
 def _td(count, offset=0):
-    return TensorDict({"obs": torch.arange(offset, offset + count).float(), ("next", "r"): torch.zeros(count, 2)}, [count])
+    return TensorDict(
+        {"obs": torch.arange(offset, offset + count).float(), ("next", "r"): torch.zeros(count, 2)},
+        [count],
+    )
 
 
 class _AddOne:
@@ -89,7 +92,9 @@ class TestReplayBuffer:
         with pytest.raises(RuntimeError, match="empty"):
             rb.sample()
 
-    @pytest.mark.parametrize(("name", "value"), [("batch_size", 0), ("prefetch", -1), ("batch_size", 2.0)])
+    @pytest.mark.parametrize(
+        ("name", "value"), [("batch_size", 0), ("prefetch", -1), ("batch_size", 2.0)]
+    )
     def test_bad_constructor_values_raise(self, name, value):
         with pytest.raises(ValueError, match=f"expected {name} to be a positive int"):
             ReplayBuffer(**{name: value})
@@ -156,7 +161,9 @@ class TestReplayBuffer:
         assert rb[:]["obs"].tolist() == [0.0, 1.0, 2.0]
 
     def test_sampler_rejects_a_write_before_anything_is_stored(self):
-        rb = ReplayBuffer(storage=LazyTensorStorage(8), sampler=SliceSampler(num_slices=2, traj_key="episode"))
+        rb = ReplayBuffer(
+            storage=LazyTensorStorage(8), sampler=SliceSampler(num_slices=2, traj_key="episode")
+        )
         with pytest.raises(KeyError, match="episode"):
             rb.extend(TensorDict({"obs": torch.zeros(2)}, [2]))  # the very first write
         assert len(rb) == 0 and rb.writer._cursor == 0
@@ -197,7 +204,9 @@ class TestReplayBuffer:
         assert rb.sample() == 3
 
     def test_iteration_stops_when_sampler_runs_out(self):
-        rb = ReplayBuffer(storage=LazyTensorStorage(10), sampler=SamplerWithoutReplacement(), batch_size=2)
+        rb = ReplayBuffer(
+            storage=LazyTensorStorage(10), sampler=SamplerWithoutReplacement(), batch_size=2
+        )
         rb.extend(torch.arange(6))
         seen = torch.cat(list(rb))
         assert sorted(seen.tolist()) == [0, 1, 2, 3, 4, 5]

@@ -34,7 +34,9 @@ SAMPLERS = {
     "without_replacement": SamplerWithoutReplacement,
     "prioritized": lambda: PrioritizedSampler(CAPACITY, alpha=0.8, beta=0.6),
     "slice": lambda: SliceSampler(num_slices=2, traj_key="episode"),
-    "slice_without_replacement": lambda: SliceSamplerWithoutReplacement(num_slices=2, traj_key="episode"),
+    "slice_without_replacement": lambda: SliceSamplerWithoutReplacement(
+        num_slices=2, traj_key="episode"
+    ),
     "prioritized_slice": lambda: PrioritizedSliceSampler(
         CAPACITY, alpha=0.8, beta=0.6, num_slices=2, traj_key="episode"
     ),
@@ -50,7 +52,11 @@ SLICE_SAMPLERS = {"slice", "slice_without_replacement", "prioritized_slice"}
 def _data(count, offset):
     index = torch.arange(offset, offset + count)
     return TensorDict(
-        {"obs": index.float().unsqueeze(-1).repeat(1, 2), "reward": (index * 7 % 11).float(), "episode": index // 5},
+        {
+            "obs": index.float().unsqueeze(-1).repeat(1, 2),
+            "reward": (index * 7 % 11).float(),
+            "episode": index // 5,
+        },
         [count],
     )
 
@@ -67,7 +73,12 @@ def _combos():
 
 
 def _buffer(storage, sampler, writer):
-    return ReplayBuffer(storage=STORAGES[storage](), sampler=SAMPLERS[sampler](), writer=WRITERS[writer](), batch_size=6)
+    return ReplayBuffer(
+        storage=STORAGES[storage](),
+        sampler=SAMPLERS[sampler](),
+        writer=WRITERS[writer](),
+        batch_size=6,
+    )
 
 
 def _write(rb):
@@ -85,7 +96,10 @@ def _draw(rb, seed):
 
 def _same(first, second):
     for a, b in zip(first, second, strict=True):
-        a, b = torch.stack(a) if isinstance(a, list) else a, torch.stack(b) if isinstance(b, list) else b
+        a, b = (
+            torch.stack(a) if isinstance(a, list) else a,
+            torch.stack(b) if isinstance(b, list) else b,
+        )
         assert (a == b).all()
 
 

@@ -24,7 +24,10 @@ from rl_replay import (
 
 def _td(count, offset=0):
     return TensorDict(
-        {"obs": torch.arange(offset, offset + count).float(), ("next", "done"): torch.zeros(count, 1, dtype=torch.bool)},
+        {
+            "obs": torch.arange(offset, offset + count).float(),
+            ("next", "done"): torch.zeros(count, 1, dtype=torch.bool),
+        },
         [count],
     )
 
@@ -74,7 +77,9 @@ class TestTensorStorageCheckpointer:
             pytest.param(torch.arange(5), id="tensor"),
         ],
     )
-    def test_round_trip_into_fresh_and_initialised_storage(self, tmp_path, storage_cls, data, no_pickle):
+    def test_round_trip_into_fresh_and_initialised_storage(
+        self, tmp_path, storage_cls, data, no_pickle
+    ):
         storage = storage_cls(8)
         storage.set(torch.arange(5), data)
         storage.dumps(tmp_path / "ck")
@@ -91,7 +96,9 @@ class TestTensorStorageCheckpointer:
             if isinstance(expected, TensorDict):
                 assert (expected == found).all()
             else:
-                assert all(torch.equal(x, y) for x, y in zip(leaves(expected), leaves(found), strict=True))
+                assert all(
+                    torch.equal(x, y) for x, y in zip(leaves(expected), leaves(found), strict=True)
+                )
 
     def test_multi_dim_round_trip(self, tmp_path):
         storage = LazyMemmapStorage(100, ndim=2)

@@ -65,7 +65,9 @@ class TestStorageEnsemble:
         ensemble._empty()
         assert len(first) == 0
         with pytest.raises(ValueError, match="expected 2 states, got 1"):
-            StorageEnsemble(LazyTensorStorage(3), LazyTensorStorage(3)).load_state_dict(ensemble.state_dict())
+            StorageEnsemble(LazyTensorStorage(3), LazyTensorStorage(3)).load_state_dict(
+                ensemble.state_dict()
+            )
 
 
 class TestStorageEnsembleCheckpointer:
@@ -113,14 +115,18 @@ class TestReplayBufferEnsemble:
         rb = ReplayBufferEnsemble(*_buffers(), sample_from_all=True, batch_size=8)
         sample = rb.sample()
         assert sample.batch_size == (2, 4)
-        assert sample["x"][0].unique().tolist() == [0.0] and sample["x"][1].unique().tolist() == [1.0]
+        assert sample["x"][0].unique().tolist() == [0.0] and sample["x"][1].unique().tolist() == [
+            1.0
+        ]
 
     def test_probabilities_pick_buffers(self):
         rb = ReplayBufferEnsemble(*_buffers(), p=[0.0, 1.0], num_buffer_sampled=1)
         assert rb.sample(4)["x"].unique().tolist() == [1.0]
 
     def test_info_index_and_ensemble_transform(self):
-        rb = ReplayBufferEnsemble(*_buffers(), sample_from_all=True, transform=lambda td: td.set("y", td["x"] + 1))
+        rb = ReplayBufferEnsemble(
+            *_buffers(), sample_from_all=True, transform=lambda td: td.set("y", td["x"] + 1)
+        )
         data, info = rb.sample(4, return_info=True)
         buffer_ids, indices = info["index"]
         assert buffer_ids.tolist() == [0, 1] and len(indices) == 2
@@ -146,7 +152,12 @@ class TestReplayBufferEnsemble:
             ReplayBufferEnsemble()
 
     def test_priorities_are_routed_to_sub_samplers(self):
-        rbs = [ReplayBuffer(storage=LazyTensorStorage(8), sampler=PrioritizedSampler(8, 1.0, 1.0, eps=0.0)) for _ in range(2)]
+        rbs = [
+            ReplayBuffer(
+                storage=LazyTensorStorage(8), sampler=PrioritizedSampler(8, 1.0, 1.0, eps=0.0)
+            )
+            for _ in range(2)
+        ]
         for rb in rbs:
             rb.extend(torch.arange(4))
         ensemble = ReplayBufferEnsemble(*rbs, sample_from_all=True)

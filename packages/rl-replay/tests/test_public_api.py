@@ -23,7 +23,16 @@ DOCUMENTED = {
 # Documented names this distribution does not implement (yet).
 NOT_IMPLEMENTED: set[str] = set()
 
-OPTIONAL_BACKENDS = ("gymnasium", "gym", "envpool", "h5py", "chess", "dm_control", "pettingzoo", "vmas")
+OPTIONAL_BACKENDS = (
+    "gymnasium",
+    "gym",
+    "envpool",
+    "h5py",
+    "chess",
+    "dm_control",
+    "pettingzoo",
+    "vmas",
+)
 
 
 def test_version_matches_distribution_metadata():
@@ -46,9 +55,6 @@ def test_all_names_resolve():
 
 
 def test_import_loads_no_optional_backend():
-    code = (
-        "import sys, rl_replay; "
-        f"print([m for m in {OPTIONAL_BACKENDS!r} if m in sys.modules])"
-    )
+    code = f"import sys, rl_replay; print([m for m in {OPTIONAL_BACKENDS!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -154,7 +154,9 @@ class TestLazyTensorStorage(StorageContract):
 
     @pytest.mark.parametrize("dtype", [torch.float32, torch.bool, torch.bfloat16])
     def test_large_cpu_storage_on_huge_pages_is_usable(self, dtype):
-        storage = LazyTensorStorage(300_000)  # 300k x 8 elements: above the 2 MiB huge-page threshold
+        storage = LazyTensorStorage(
+            300_000
+        )  # 300k x 8 elements: above the 2 MiB huge-page threshold
         storage.set(torch.arange(2), TensorDict({"x": torch.ones(2, 8, dtype=dtype)}, [2]))
         entry = storage._get_entry("x")
         assert entry.shape == (300_000, 8) and entry.dtype == dtype and entry.is_contiguous()
@@ -188,7 +190,14 @@ class TestLazyTensorStorage(StorageContract):
         [
             (TensorDict({"obs": torch.zeros(2, 3)}, [2]), KeyError, "expected the keys"),
             (
-                TensorDict({"obs": torch.zeros(2, 3), "nested": {"r": torch.zeros(2)}, "x": torch.zeros(2)}, [2]),
+                TensorDict(
+                    {
+                        "obs": torch.zeros(2, 3),
+                        "nested": {"r": torch.zeros(2)},
+                        "x": torch.zeros(2),
+                    },
+                    [2],
+                ),
                 KeyError,
                 "expected the keys",
             ),
@@ -216,7 +225,9 @@ class TestLazyTensorStorage(StorageContract):
 
     def test_data_with_fewer_dims_than_ndim_raises(self):
         with pytest.raises(ValueError, match=r"ndim=2\) expected data with at least 2 batch dims"):
-            LazyTensorStorage(10, ndim=2).set(torch.arange(3), TensorDict({"a": torch.zeros(3)}, [3]))
+            LazyTensorStorage(10, ndim=2).set(
+                torch.arange(3), TensorDict({"a": torch.zeros(3)}, [3])
+            )
 
     def test_ndim_two_rounds_capacity_up_and_counts_all_elements(self):
         storage = LazyTensorStorage(100, ndim=2)
@@ -240,7 +251,9 @@ class TestLazyTensorStorage(StorageContract):
         source.set(torch.arange(2), _td(2))
         target = LazyTensorStorage(8)
         target.set(torch.arange(1), _td(1))
-        with pytest.raises(ValueError, match=r"has shape \(8,\) but the saved state has shape \(4,\)"):
+        with pytest.raises(
+            ValueError, match=r"has shape \(8,\) but the saved state has shape \(4,\)"
+        ):
             target.load_state_dict(source.state_dict())
 
     def test_state_dict_with_other_ndim_raises(self):

@@ -36,12 +36,18 @@ def _rollout(num_envs, steps, start=0, episode_len=4):
     env = torch.arange(num_envs).unsqueeze(-1).expand(num_envs, steps)
     obs = (env * 1000 + t).float()
     done = ((t + 1) % episode_len == 0).unsqueeze(-1)
-    next_obs = torch.where(done.squeeze(-1), -obs, obs + 1)  # reset: next obs is not the next root obs
+    next_obs = torch.where(
+        done.squeeze(-1), -obs, obs + 1
+    )  # reset: next obs is not the next root obs
     return TensorDict(
         {
             "obs": obs.unsqueeze(-1),
             "action": torch.randn(num_envs, steps, 2),
-            "next": {"obs": next_obs.unsqueeze(-1), "reward": torch.randn(num_envs, steps, 1), "done": done},
+            "next": {
+                "obs": next_obs.unsqueeze(-1),
+                "reward": torch.randn(num_envs, steps, 1),
+                "done": done,
+            },
         },
         [num_envs, steps],
     )
@@ -150,12 +156,18 @@ class TestFlatStorageCheckpointer:
         storage.dumps(tmp_path)
         assert not (tmp_path / "storage" / "next" / "obs.memmap").exists()
         saved_index = TensorDict.load_memmap(tmp_path / "ends")["0_index"]
-        assert saved_index.tolist() == [3, 7, 11]  # the three episode ends (the last is also the newest)
+        assert saved_index.tolist() == [
+            3,
+            7,
+            11,
+        ]  # the three episode ends (the last is also the newest)
         assert (tmp_path / "storage" / "next" / "reward.memmap").exists()
 
     def test_custom_done_and_reward_keys(self):
         checkpointer = FlatStorageCheckpointer(done_keys=[("agent", "done")], reward_keys=["r"])
-        assert checkpointer.done_keys == [("agent", "done")] and checkpointer.reward_keys == [("r",)]
+        assert checkpointer.done_keys == [("agent", "done")] and checkpointer.reward_keys == [
+            ("r",)
+        ]
 
     def test_is_smaller_than_the_plain_checkpoint(self, tmp_path):
         storage = LazyTensorStorage(400)
@@ -169,7 +181,9 @@ class TestFlatStorageCheckpointer:
             storage.dumps(path)
             return sum(f.stat().st_size for f in path.rglob("*.memmap"))
 
-        assert size(FlatStorageCheckpointer(), tmp_path / "flat") < 0.6 * size(TensorStorageCheckpointer(), tmp_path / "plain")
+        assert size(FlatStorageCheckpointer(), tmp_path / "flat") < 0.6 * size(
+            TensorStorageCheckpointer(), tmp_path / "plain"
+        )
 
 
 class TestNestedStorageCheckpointer:
@@ -200,7 +214,9 @@ class TestH5StorageCheckpointer:
     def test_file_name_and_compression(self, tmp_path):
         storage = LazyTensorStorage(8)
         storage.set(torch.arange(8), _rollout(1, 8)[0])
-        storage.checkpointer = H5StorageCheckpointer(checkpoint_file="data.h5", h5_kwargs={"compression": "gzip"})
+        storage.checkpointer = H5StorageCheckpointer(
+            checkpoint_file="data.h5", h5_kwargs={"compression": "gzip"}
+        )
         storage.dumps(tmp_path)
         with H5StorageCheckpointer()._h5py.File(tmp_path / "data.h5") as file:
             assert file["storage/obs"].compression == "gzip"

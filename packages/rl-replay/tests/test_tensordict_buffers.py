@@ -19,7 +19,9 @@ from rl_replay import (
 
 
 def _td(count, offset=0):
-    return TensorDict({"a": torch.arange(offset, offset + count), "obs": torch.randn(count, 3)}, [count])
+    return TensorDict(
+        {"a": torch.arange(offset, offset + count), "obs": torch.randn(count, 3)}, [count]
+    )
 
 
 class TestTensorDictReplayBuffer:
@@ -27,7 +29,8 @@ class TestTensorDictReplayBuffer:
         assert isinstance(TensorDictReplayBuffer().writer, TensorDictRoundRobinWriter)
 
     @pytest.mark.parametrize(
-        "make_storage", [lambda: ListStorage(20), lambda: LazyTensorStorage(20), lambda: LazyMemmapStorage(20)]
+        "make_storage",
+        [lambda: ListStorage(20), lambda: LazyTensorStorage(20), lambda: LazyMemmapStorage(20)],
     )
     def test_sample_writes_index_back(self, make_storage):
         rb = TensorDictReplayBuffer(storage=make_storage(), batch_size=12)
@@ -72,7 +75,9 @@ class TestPrioritizedReplayBuffer:
         assert isinstance(rb.sampler, PrioritizedSampler) and rb.sampler.max_capacity == 32
 
     def test_update_priority_steers_sampling(self):
-        rb = PrioritizedReplayBuffer(alpha=1.0, beta=1.0, storage=LazyTensorStorage(10), batch_size=64)
+        rb = PrioritizedReplayBuffer(
+            alpha=1.0, beta=1.0, storage=LazyTensorStorage(10), batch_size=64
+        )
         rb.extend(torch.arange(5))
         rb.update_priority(torch.arange(5), torch.tensor([0.0, 0.0, 5.0, 0.0, 0.0]))
         data, info = rb.sample(return_info=True)
@@ -99,7 +104,9 @@ class TestTensorDictPrioritizedReplayBuffer:
         assert "priority_weight" in sampled.keys()
 
     def test_priorities_read_from_written_data(self):
-        rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=1.0, storage=LazyTensorStorage(10), batch_size=16)
+        rb = TensorDictPrioritizedReplayBuffer(
+            alpha=1.0, beta=1.0, storage=LazyTensorStorage(10), batch_size=16
+        )
         data = _td(4)
         data["td_error"] = torch.tensor([0.0, 0.0, 0.0, 3.0])
         rb.extend(data)
@@ -107,7 +114,12 @@ class TestTensorDictPrioritizedReplayBuffer:
 
     def test_custom_priority_key_and_trailing_dims_reduced(self):
         rb = TensorDictPrioritizedReplayBuffer(
-            alpha=1.0, beta=1.0, priority_key="p", storage=LazyTensorStorage(10), batch_size=16, reduction="max"
+            alpha=1.0,
+            beta=1.0,
+            priority_key="p",
+            storage=LazyTensorStorage(10),
+            batch_size=16,
+            reduction="max",
         )
         data = _td(3)
         data["p"] = torch.tensor([[0.0, 0.0], [0.0, 2.0], [0.0, 0.0]])

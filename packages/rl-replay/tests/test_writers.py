@@ -111,7 +111,10 @@ class TestTensorDictRoundRobinWriter:
 class TestTensorDictMaxValueWriter:
     @staticmethod
     def _data(values, key="key"):
-        return TensorDict({key: torch.tensor(values, dtype=torch.float), "id": torch.arange(len(values))}, [len(values)])
+        return TensorDict(
+            {key: torch.tensor(values, dtype=torch.float), "id": torch.arange(len(values))},
+            [len(values)],
+        )
 
     def test_keeps_the_top_elements(self):
         storage = LazyTensorStorage(3)
@@ -128,7 +131,9 @@ class TestTensorDictMaxValueWriter:
         assert writer.add(self._data([1.0])[0]) is None
         assert writer.add(self._data([7.0])[0]) == 0
 
-    @pytest.mark.parametrize(("reduction", "expected"), [("sum", 3.0), ("max", 2.0), ("min", 1.0), ("mean", 1.5)])
+    @pytest.mark.parametrize(
+        ("reduction", "expected"), [("sum", 3.0), ("max", 2.0), ("min", 1.0), ("mean", 1.5)]
+    )
     def test_reduction_over_trailing_dims(self, reduction, expected):
         storage = LazyTensorStorage(1)
         writer = _bound(TensorDictMaxValueWriter(rank_key="r", reduction=reduction), storage)
@@ -139,7 +144,10 @@ class TestTensorDictMaxValueWriter:
         storage = LazyTensorStorage(2)
         writer = _bound(TensorDictMaxValueWriter(), storage)
         writer.extend(TensorDict({("next", "reward"): torch.tensor([[1.0], [3.0], [2.0]])}, [3]))
-        assert sorted(storage.get(torch.arange(2))["next", "reward"].squeeze(-1).tolist()) == [2.0, 3.0]
+        assert sorted(storage.get(torch.arange(2))["next", "reward"].squeeze(-1).tolist()) == [
+            2.0,
+            3.0,
+        ]
 
     def test_unknown_reduction_raises(self):
         with pytest.raises(ValueError, match="reduction in"):

@@ -254,7 +254,9 @@ class ReplayBuffer:
             self._storage.set(index, value, set_cursor=False)
             self._sampler.mark_update(index, storage=self._storage)
 
-    def update_priority(self, index: Any, priority: Any) -> None:  # Any: index form / float or tensor
+    def update_priority(
+        self, index: Any, priority: Any
+    ) -> None:  # Any: index form / float or tensor
         """Forward new priorities to the sampler (a no-op for non-prioritized samplers)."""
         with self._lock:
             self._sampler.update_priority(index, priority, storage=self._storage)
@@ -273,7 +275,9 @@ class ReplayBuffer:
     # ------------------------------------------------------------ reads
     def __getitem__(self, index: Any) -> Any:  # Any: int, slice, tensor, key
         """Read stored elements (no sampling); a key reads that entry of every valid element."""
-        if isinstance(index, str) or (isinstance(index, tuple) and index and isinstance(index[0], str)):
+        if isinstance(index, str) or (
+            isinstance(index, tuple) and index and isinstance(index[0], str)
+        ):
             return self[:][unravel_key(index)]
         if isinstance(index, slice):
             index = slice(*index.indices(self._storage._len_along_dim0))
@@ -377,7 +381,9 @@ class ReplayBuffer:
             yield self.sample()
 
     # ------------------------------------------------------------ transforms
-    def append_transform(self, transform: Callable[[Any], Any], *, invert: bool = False) -> ReplayBuffer:
+    def append_transform(
+        self, transform: Callable[[Any], Any], *, invert: bool = False
+    ) -> ReplayBuffer:
         """Add a transform at the end of the list (``invert`` swaps its forward and ``inv``)."""
         self._transform.append(transform, invert)
         return self
@@ -477,7 +483,9 @@ class _LockFree:
         self.cls = type(component)
         self.state = dict(component.__dict__)
         self.locks = [name for name, value in self.state.items() if isinstance(value, _LOCK_TYPES)]
-        self.kinds = [isinstance(self.state.pop(name), type(threading.RLock())) for name in self.locks]
+        self.kinds = [
+            isinstance(self.state.pop(name), type(threading.RLock())) for name in self.locks
+        ]
         spawning = multiprocessing.context.get_spawning_popen() is not None
         self.process_locks = [
             name
@@ -502,7 +510,9 @@ def _check_positive(name: str, value: int | None) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(f"ReplayBuffer expected {name} to be a positive int or None, got {value!r}.")
+        raise ValueError(
+            f"ReplayBuffer expected {name} to be a positive int or None, got {value!r}."
+        )
     return value
 
 

@@ -35,7 +35,9 @@ def _states(members: list[Any]) -> dict[str, Any]:  # Any: storages or writers
     return {str(i): member.state_dict() for i, member in enumerate(members)}
 
 
-def _load_states(owner: str, members: list[Any], state_dict: dict[str, Any]) -> None:  # Any: see _states
+def _load_states(
+    owner: str, members: list[Any], state_dict: dict[str, Any]
+) -> None:  # Any: see _states
     if len(state_dict) != len(members):
         raise ValueError(
             f"{owner}.load_state_dict expected {len(members)} states, got {len(state_dict)}. "
@@ -73,7 +75,9 @@ class StorageEnsemble(Storage):
 
     _default_checkpointer = StorageEnsembleCheckpointer
 
-    def __init__(self, *storages: Storage, transforms: Sequence[Callable[[Any], Any] | None] | None = None) -> None:
+    def __init__(
+        self, *storages: Storage, transforms: Sequence[Callable[[Any], Any] | None] | None = None
+    ) -> None:
         if not storages:
             raise ValueError("StorageEnsemble expected at least one storage, got none.")
         if transforms is not None and len(transforms) != len(storages):
@@ -268,6 +272,8 @@ class ReplayBufferEnsemble(ReplayBuffer):
 
 
 def _stack_batches(parts: list[Any]) -> Any:
-    if all(isinstance(part, torch.Tensor) for part in parts) or all(is_tensor_collection(part) for part in parts):
+    if all(isinstance(part, torch.Tensor) for part in parts) or all(
+        is_tensor_collection(part) for part in parts
+    ):
         return torch.stack(parts)
     return parts

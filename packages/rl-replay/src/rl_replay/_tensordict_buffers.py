@@ -85,7 +85,9 @@ class TensorDictReplayBuffer(ReplayBuffer):
         elif self.dim_extend > 0:
             priority = priority.transpose(self.dim_extend, 0)
         if index.numel() == priority.shape[0]:
-            self.update_priority(_rows_index(index, self._storage), _per_element(priority, self._storage))
+            self.update_priority(
+                _rows_index(index, self._storage), _per_element(priority, self._storage)
+            )
 
     def update_tensordict_priority(self, data: TensorDictBase) -> None:
         """Set the priorities of the elements of a sampled tensordict from ``priority_key``.

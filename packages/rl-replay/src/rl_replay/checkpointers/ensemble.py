@@ -42,7 +42,9 @@ class StorageEnsembleCheckpointer(StorageCheckpointerBase):
         path.mkdir(parents=True, exist_ok=True)
         for i, sub_storage in enumerate(storage._storages):
             sub_storage.dumps(path / str(i))
-        write_json(path / META_FILE, {"type": type(storage).__name__, "count": len(storage._storages)})
+        write_json(
+            path / META_FILE, {"type": type(storage).__name__, "count": len(storage._storages)}
+        )
 
     def loads(self, storage: Any, path: str | Path) -> None:  # Any: a StorageEnsemble
         path = Path(path)

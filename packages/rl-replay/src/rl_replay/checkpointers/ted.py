@@ -28,7 +28,13 @@ from tensordict.utils import NestedKey
 from rl_replay.checkpointers._files import load_memmap_dir, read_json, write_json
 from rl_replay.checkpointers.base import StorageCheckpointerBase
 
-__all__ = ["DATA_DIR", "ENDS_DIR", "META_FILE", "FlatStorageCheckpointer", "NestedStorageCheckpointer"]
+__all__ = [
+    "DATA_DIR",
+    "ENDS_DIR",
+    "META_FILE",
+    "FlatStorageCheckpointer",
+    "NestedStorageCheckpointer",
+]
 
 META_FILE = "storage_metadata.json"
 DATA_DIR = "storage"
@@ -68,12 +74,16 @@ class FlatStorageCheckpointer(StorageCheckpointerBase):
         [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
     """
 
-    def __init__(self, done_keys: list[NestedKey] | None = None, reward_keys: list[NestedKey] | None = None) -> None:
+    def __init__(
+        self, done_keys: list[NestedKey] | None = None, reward_keys: list[NestedKey] | None = None
+    ) -> None:
         self.done_keys = [_as_tuple(k) for k in (done_keys or ["done", "terminated", "truncated"])]
         self.reward_keys = [_as_tuple(k) for k in (reward_keys or ["reward"])]
 
     # ------------------------------------------------------------ format
-    def _compress(self, storage: Any) -> tuple[TensorDictBase, TensorDictBase, dict[str, Any]]:  # Any: TensorStorage
+    def _compress(
+        self, storage: Any
+    ) -> tuple[TensorDictBase, TensorDictBase, dict[str, Any]]:  # Any: TensorStorage
         meta = storage._metadata()
         rows = storage._len_along_dim0
         data = storage._storage[:rows]
@@ -87,7 +97,9 @@ class FlatStorageCheckpointer(StorageCheckpointerBase):
             differs = (following != successor).reshape(*data.batch_size, -1).any(-1)
             positions = (differs | stop).reshape(-1).nonzero().squeeze(-1)
             ends[f"{number}_index"] = positions
-            ends[f"{number}_value"] = following.reshape(-1, *following.shape[data.batch_dims :])[positions]
+            ends[f"{number}_value"] = following.reshape(-1, *following.shape[data.batch_dims :])[
+                positions
+            ]
         kept = data.exclude(*[(NEXT, *key) for key in dup])
         meta.update(format="flat", duplicated=[list(key) for key in dup], full=full)
         return kept, TensorDict(ends, batch_size=[]), meta
@@ -117,7 +129,9 @@ class FlatStorageCheckpointer(StorageCheckpointerBase):
             stop[-1] = True  # the newest row has no successor
         return stop
 
-    def _decompress(self, kept: TensorDictBase, ends: TensorDictBase, meta: dict[str, Any]) -> TensorDictBase:
+    def _decompress(
+        self, kept: TensorDictBase, ends: TensorDictBase, meta: dict[str, Any]
+    ) -> TensorDictBase:
         data = kept.to_tensordict() if hasattr(kept, "to_tensordict") else kept.clone()
         for number, key in enumerate(meta["duplicated"]):
             key = tuple(key)
@@ -237,7 +251,9 @@ class NestedStorageCheckpointer(FlatStorageCheckpointer):
         count = sum(len(sizes) for sizes in lengths)
         return TensorDict(nested, batch_size=[count]), ends, meta
 
-    def _decompress(self, kept: TensorDictBase, ends: TensorDictBase, meta: dict[str, Any]) -> TensorDictBase:
+    def _decompress(
+        self, kept: TensorDictBase, ends: TensorDictBase, meta: dict[str, Any]
+    ) -> TensorDictBase:
         lengths = meta["lengths"]
         shape = torch.Size(meta["shape"])
         rows = sum(lengths[0]) if lengths else 0

@@ -21,7 +21,9 @@ HUGE_PAGE = 1 << 21
 _ADVICE = getattr(mmap, "MADV_HUGEPAGE", None)
 
 
-def empty_storage_tensor(shape: torch.Size, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+def empty_storage_tensor(
+    shape: torch.Size, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
     """An uninitialised tensor for a storage, on huge pages when it is large and on CPU."""
     nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
     if device.type != "cpu" or _ADVICE is None or nbytes < HUGE_PAGE:

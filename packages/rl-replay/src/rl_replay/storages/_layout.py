@@ -42,7 +42,9 @@ def _leaves_of(data: Any) -> tuple[list[tuple[Any, torch.Tensor]], Any]:
     return [(str(i), leaf) for i, leaf in enumerate(leaves)], spec
 
 
-def _walk(data: TensorDictBase, prefix: tuple[str, ...], out: list[tuple[Any, torch.Tensor]]) -> None:
+def _walk(
+    data: TensorDictBase, prefix: tuple[str, ...], out: list[tuple[Any, torch.Tensor]]
+) -> None:
     """Collect ``(key, leaf)`` pairs; keys are ``str`` at the root and tuples below it."""
     for key, value in data.items():
         if isinstance(value, torch.Tensor):
@@ -105,7 +107,9 @@ class _Layout:
             ValueError: if a leaf shape differs, or the structure of a pytree differs.
         """
         leaves, spec = _leaves_of(data)
-        if (spec is None) != (self.tree_spec is None) or (spec is not None and spec != self.tree_spec):
+        if (spec is None) != (self.tree_spec is None) or (
+            spec is not None and spec != self.tree_spec
+        ):
             raise ValueError(
                 f"Storage expected data with the structure {self._describe()}, found "
                 f"{_describe(spec)}. Write data with the same structure as the first write."
@@ -137,7 +141,9 @@ class _Layout:
     def build(self, flat: dict[Any, torch.Tensor], batch_size: torch.Size) -> Any:
         """Rebuild the user-facing object from gathered leaves (no re-validation)."""
         if self.tree_spec is None:
-            return TensorDict._new_unsafe(_nest(flat) if self.nested else flat, batch_size=batch_size)
+            return TensorDict._new_unsafe(
+                _nest(flat) if self.nested else flat, batch_size=batch_size
+            )
         return _pytree.tree_unflatten([flat[key] for key in self.keys], self.tree_spec)
 
     def _describe(self) -> str:

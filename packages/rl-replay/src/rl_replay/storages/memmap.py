@@ -95,7 +95,9 @@ class LazyMemmapStorage(LazyTensorStorage):
                 "Pass existsok=True or choose another scratch_dir."
             )
         filename.parent.mkdir(parents=True, exist_ok=True)
-        return MemoryMappedTensor.empty(shape, dtype=dtype, filename=filename, existsok=self.existsok)
+        return MemoryMappedTensor.empty(
+            shape, dtype=dtype, filename=filename, existsok=self.existsok
+        )
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()

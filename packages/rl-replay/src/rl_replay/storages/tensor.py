@@ -69,7 +69,9 @@ class TensorStorage(Storage):
         compilable: bool = False,
     ) -> None:
         if isinstance(ndim, bool) or not isinstance(ndim, int) or ndim < 1:
-            raise ValueError(f"{type(self).__name__} expected ndim to be an int >= 1, got {ndim!r}.")
+            raise ValueError(
+                f"{type(self).__name__} expected ndim to be an int >= 1, got {ndim!r}."
+            )
         self.ndim = ndim
         self.device = torch.device(device) if device != "auto" else torch.device("cpu")
         self._len_value = torch.zeros((), dtype=torch.long).share_memory_()
@@ -264,7 +266,8 @@ class TensorStorage(Storage):
             "max_size": self.max_size,
             "ndim": self.ndim,
             "shape": list(self.shape),
-            "tree_spec": None if layout is None or layout.tree_spec is None
+            "tree_spec": None
+            if layout is None or layout.tree_spec is None
             else _pytree.treespec_dumps(layout.tree_spec),
         }
 

@@ -52,7 +52,9 @@ class TensorDictMaxValueWriter(Writer):
         [3.0, 5.0]
     """
 
-    def __init__(self, rank_key: NestedKey | None = None, reduction: str = "sum", **kwargs: Any) -> None:
+    def __init__(
+        self, rank_key: NestedKey | None = None, reduction: str = "sum", **kwargs: Any
+    ) -> None:
         # kwargs: forwarded to Writer (compilable).
         super().__init__(**kwargs)
         if reduction not in _REDUCTIONS:
