@@ -499,6 +499,9 @@ class EnvBase(nn.Module):
                 done (partial steps) until all are. Defaults to ``False``.
             return_contiguous (bool, optional): stack into one contiguous tensordict;
                 ``False`` (or dynamic specs) gives a lazy stack. Defaults to ``True``.
+                Contiguous results are stacked by chunks of steps as the rollout runs,
+                so a step's tensors must not be edited in place after the next
+                few dozen steps.
             tensordict (TensorDictBase, optional): the first input (given to
                 ``reset`` when ``auto_reset``). Defaults to ``None``.
             set_truncated (bool, optional): mark the last step truncated. Defaults
