@@ -63,6 +63,7 @@ def merge_masked(
     """
     root = mask_for.get(())
     updates = []
+    fitted: dict[tuple[int, torch.Size], torch.Tensor] = {}  # entries mostly share shapes
     for key, value in new.items(True, True):
         if is_non_tensor(value) or not isinstance(value, torch.Tensor):
             continue
@@ -80,7 +81,11 @@ def merge_masked(
             if not zeros_when_missing:
                 continue
             old = torch.zeros_like(value)
-        updates.append((key, torch.where(fit_mask(mask, value.shape, key), value, old)))
+        cache_key = (id(mask), value.shape)
+        where = fitted.get(cache_key)
+        if where is None:
+            where = fitted[cache_key] = fit_mask(mask, value.shape, key)
+        updates.append((key, torch.where(where, value, old)))
     for key, value in updates:
         new.set(key, value)
     return new
