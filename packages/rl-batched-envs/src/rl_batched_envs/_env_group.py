@@ -107,7 +107,6 @@ class EnvGroup:
         self.carry_src = [src for src, _ in self.carry]
         self.carry_dst = [dst for _, dst in self.carry]
         self.done_rows = [next_rows.get(done) for _, done in layout.reset_levels]
-        # the group's rows of each step output, filled by one stack per key
         # each env's inputs as a plain dict, when they are all tensors and unnamed
         self.in_src = [
             (dict(td.items()), td.batch_size, td.device)
@@ -115,6 +114,7 @@ class EnvGroup:
             else None
             for td in self.in_td
         ]
+        # the group's rows of each step output, filled by one stack per key
         self.next_rows = [next_rows.get(k) for k in layout.next_keys]
         self.flat_next = all(type(k) is str for k in layout.next_keys)
         self.next_shapes = [rows.shape[1:] for rows in self.next_rows]
@@ -205,7 +205,8 @@ class EnvGroup:
         key. It runs only while every env returns every key with the declared shape
         (checked before stepping the next env, as ``_write`` does); from the first env
         that does not, every output goes through ``_write`` (its errors, ``done`` from
-        ``terminated``, optional keys, dtype casts), as the general path does.
+        ``terminated``, optional keys, dtype casts), as the general path does. The
+        outputs are read once every env of the group has stepped.
         """
         envs, direct_input, keys = self.envs, self._direct_input, self.layout.next_keys
         rows, shapes, flat = self.next_rows, self.next_shapes, self.flat_next
