@@ -118,6 +118,21 @@ class TestPartialReset:
         assert "_reset" not in data.keys()
         assert env.count.squeeze(-1).tolist() == [0, 2, 0, 0]
 
+    def test_all_true_reset_mask_gives_the_fresh_values(self):
+        env = CountingEnv(batch_size=[3])
+        data = env.rollout(2, break_when_any_done=False)[..., -1]["next"].clone()
+        data["_reset"] = torch.ones(3, 1, dtype=torch.bool)
+        out = env.reset(data)
+        assert out["observation"].squeeze(-1).tolist() == [0.0, 0.0, 0.0]
+        assert data["observation"].squeeze(-1).tolist() == [0.0, 0.0, 0.0]
+        assert "_reset" not in data.keys() and "_reset" not in out.keys()
+
+    def test_all_true_mask_that_does_not_fit_raises(self):
+        env = ZeroResetEnv()
+        data = TensorDict({"val": [1, 1], "_reset": [True, True, True]}, [])
+        with pytest.raises(ValueError, match=r"mask of shape \(3,\) cannot be aligned"):
+            env.reset(data)
+
     def test_reset_entries_are_removed_from_the_outputs(self):
         env = ZeroResetEnv(levels=(("agent0",), ("agent1",)))
         data = TensorDict({

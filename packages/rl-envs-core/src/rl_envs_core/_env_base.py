@@ -419,7 +419,11 @@ class EnvBase(nn.Module):
             out = out.to(self._device)
         self._complete_done(out, fill_zeros=True)
         if resets:
-            _partial.merge_masked(out, tensordict, resets, zeros_when_missing=False)
+            # every element reset (e.g. an unbatched env at each episode end): the
+            # fresh values are the result, no masking needed
+            masked = not all(bool(mask.all()) for mask in resets.values())
+            if masked:
+                _partial.merge_masked(out, tensordict, resets, zeros_when_missing=False)
             _partial.remove_resets(out, resets)
             _partial.remove_resets(tensordict, resets)
             tensordict.update(out)
