@@ -249,15 +249,29 @@ class EnvBase(nn.Module):
             >>> data["next", "observation"]
             tensor([1.])
         """
+        set_child(tensordict, "next", self.next_of(tensordict))
+        return tensordict
+
+    def next_of(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """What :meth:`step` writes under ``"next"``, returned without writing it.
+
+        Wrappers that only need the next data (``TransformedEnv`` stepping its base
+        env) call this instead of ``step`` and save the write and the read back.
+        Subclasses that override ``step`` must be stepped through ``step``.
+
+        Examples:
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = CountingEnv()
+            >>> data = env.rand_action(env.reset())
+            >>> env.next_of(data)["observation"], "next" in data.keys()
+            (tensor([1.]), False)
+        """
         if not self._io_checked or self.run_type_checks:
             _validation.check_step_input(self, tensordict)
         partial = get_entry(tensordict, "_step")
         if partial is not None and not bool(partial.all()):
-            next_td = _partial.partial_step(self, tensordict, partial)
-        else:
-            next_td = self._step_and_complete(tensordict)
-        set_child(tensordict, "next", next_td)
-        return tensordict
+            return _partial.partial_step(self, tensordict, partial)
+        return self._step_and_complete(tensordict)
 
     def _step_and_complete(self, tensordict: TensorDictBase) -> TensorDictBase:
         try:

@@ -162,7 +162,11 @@ class TransformedEnv(EnvBase):
         state = tensordict
         if self.__dict__["_has_inv"]:
             state = transform._inv_call(tensordict.copy())
-        next_tensordict = read(self.__dict__["_base"].step(state), "next")
+        base = self.__dict__["_base"]
+        if type(base).step is EnvBase.step:  # the next data without the write + read back
+            next_tensordict = base.next_of(state)
+        else:
+            next_tensordict = read(base.step(state), "next")
         return transform._step(tensordict, next_tensordict)
 
     def _reset(
