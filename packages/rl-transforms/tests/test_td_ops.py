@@ -6,8 +6,9 @@ import pytest
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict
 
+from rl_envs_core.td_fast import get_entry as read
+from rl_envs_core.td_fast import set_entry as write
 from rl_transforms import CatFrames, Compose, ObservationNorm, RewardSum, StepCounter
-from rl_transforms._td_ops import read, write
 
 
 def _containers():

@@ -16,8 +16,8 @@ from torch import nn
 from rl_envs_core import _check, _partial, _rollout, _spec_views, _validation
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
 from rl_envs_core._step_mdp import advance, as_tuple
-from rl_envs_core._td_fast import get_entry, set_child, set_entry
 from rl_envs_core._transform_hook import make_transformed_env
+from rl_envs_core.td_fast import get_entry, set_child, set_entry
 from rl_specs import Categorical, Composite, TensorSpec, Unbounded
 
 DeviceType = torch.device | str | int | None

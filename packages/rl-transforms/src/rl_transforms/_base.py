@@ -17,6 +17,8 @@ import torch
 from tensordict import NestedKey, TensorDictBase
 from torch import nn
 
+from rl_envs_core.td_fast import get_entry as read
+from rl_envs_core.td_fast import set_entry as write
 from rl_specs import Composite, TensorSpec
 from rl_transforms._key_lists import (
     KeyArg,
@@ -25,7 +27,6 @@ from rl_transforms._key_lists import (
     map_leaf_specs,
     missing_key_error,
 )
-from rl_transforms._td_ops import read, write
 
 TDCallable = Callable[[TensorDictBase], TensorDictBase]
 

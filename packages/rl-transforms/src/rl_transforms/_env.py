@@ -15,9 +15,9 @@ from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase
 from rl_envs_core.hooks import register_transformed_env_factory
+from rl_envs_core.td_fast import get_entry as read
 from rl_transforms._base import Compose, TDCallable, Transform, as_transform
 from rl_transforms._key_lists import set_unlocked
-from rl_transforms._td_ops import read
 
 
 class TransformedEnv(EnvBase):
