@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from tensordict import LazyStackedTensorDict, NestedKey, TensorDict, TensorDictBase
 
-from rl_batched_envs._env_group import BufferLayout
+from rl_batched_envs._env_group import BufferLayout, flat_entries
 from rl_envs_core import EnvBase, EnvMetaData
 from rl_specs import Composite, contains_lazy_spec
 
@@ -72,14 +72,6 @@ def check_sub_batch(owner: str, metas: Sequence[EnvMetaData]) -> torch.Size:
                 f"env with the same batch_size."
             )
     return sub_batch
-
-
-def flat_entries(buf: TensorDictBase) -> list[tuple[str, torch.Tensor]] | None:
-    """``buf``'s entries, listed once, when they are all plain tensors (``None`` otherwise)."""
-    entries = list(buf.items())
-    if buf._maybe_names() is None and all(type(v) is torch.Tensor for _, v in entries):
-        return entries
-    return None
 
 
 def clone_entries(

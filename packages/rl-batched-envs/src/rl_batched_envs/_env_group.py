@@ -17,6 +17,7 @@ import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase, EnvMetaData
+from rl_envs_core.td_fast import get_entry
 
 Pairs = list[tuple[NestedKey, torch.Tensor]]
 
@@ -107,16 +108,10 @@ class EnvGroup:
         self.carry_src = [src for src, _ in self.carry]
         self.carry_dst = [dst for _, dst in self.carry]
         self.done_rows = [next_rows.get(done) for _, done in layout.reset_levels]
-        # each env's inputs as a plain dict, when they are all tensors and unnamed
-        self.in_src = [
-            (dict(td.items()), td.batch_size, td.device)
-            if td._maybe_names() is None and all(type(v) is torch.Tensor for v in td.values())
-            else None
-            for td in self.in_td
-        ]
+        # each env's input entries, when they are all tensors and unnamed
+        self.in_src = [flat_entries(td) for td in self.in_td]
         # the group's rows of each step output, filled by one stack per key
         self.next_rows = [next_rows.get(k) for k in layout.next_keys]
-        self.flat_next = all(type(k) is str for k in layout.next_keys)
         self.next_shapes = [rows.shape[1:] for rows in self.next_rows]
         # envs stepped through their own _step (the env-side contract, as a worker's
         # sub-env); an auto-resetting env goes through its public step
@@ -127,7 +122,7 @@ class EnvGroup:
     def _write(self, j: int, pairs: Pairs, data: TensorDictBase, what: str) -> None:
         optional = self.layout.optional_keys
         for key, dst in pairs:
-            src = leaf(data, key)
+            src = get_entry(data, key)
             if src is None:
                 src = _dual(data, key)
             if src is None:
@@ -162,11 +157,11 @@ class EnvGroup:
     def _direct_input(self, j: int) -> TensorDictBase:
         """A fresh tensordict over env ``j``'s input views (an env may add or replace
         entries of its input: the views themselves must stay untouched)."""
-        src = self.in_src[j]
+        src, td = self.in_src[j], self.in_td[j]
         if src is None:
-            return self.in_td[j].copy()
+            return td.copy()
         # what copy() returns; the entries were validated when the buffers were built
-        return TensorDict._new_unsafe(dict(src[0]), batch_size=src[1], device=src[2])
+        return TensorDict._new_unsafe(dict(src), batch_size=td.batch_size, device=td.device)
 
     def _active(self, active: Sequence[int] | None) -> Sequence[int]:
         return range(len(self.envs)) if active is None else active
@@ -209,14 +204,14 @@ class EnvGroup:
         outputs are read once every env of the group has stepped.
         """
         envs, direct_input, keys = self.envs, self._direct_input, self.layout.next_keys
-        rows, shapes, flat = self.next_rows, self.next_shapes, self.flat_next
+        rows, shapes = self.next_rows, self.next_shapes
         columns: list[list[torch.Tensor]] | None = [[] for _ in keys]
         outs = []
         for j, env in enumerate(envs):
             try:
                 nxt = env._step(direct_input(j))
                 outs.append(nxt)
-                if columns is not None and not _gather(nxt, keys, shapes, columns, flat):
+                if columns is not None and not _gather(nxt, keys, shapes, columns):
                     columns = None
                     for i, prev in enumerate(outs):  # the earlier ones passed the check
                         self._write(i, self.next_pairs[i], prev, "step")
@@ -327,15 +322,12 @@ class EnvGroup:
             env.close()
 
 
-def leaf(data: TensorDictBase, key: NestedKey) -> Any:  # Any: a tensor, or what data holds
-    """``data.get(key, None)``; a plain dict lookup for a string key of a ``TensorDict``.
-
-    ``get`` parses the key on each call (about 1 µs); the hot loops read a few keys
-    of every env's output at every step.
-    """
-    if type(key) is str and type(data) is TensorDict:
-        return data._tensordict.get(key)
-    return data.get(key, None)
+def flat_entries(td: TensorDictBase) -> list[tuple[str, torch.Tensor]] | None:
+    """``td``'s entries, listed once, when they are all plain tensors (``None`` otherwise)."""
+    entries = list(td.items())
+    if td._maybe_names() is None and all(type(v) is torch.Tensor for _, v in entries):
+        return entries
+    return None
 
 
 def _gather(
@@ -343,16 +335,11 @@ def _gather(
     keys: Sequence[NestedKey],
     shapes: Sequence[torch.Size],
     columns: list[list[torch.Tensor]],
-    flat: bool,
 ) -> bool:
     """Append ``data``'s entry of each key to its column; ``False`` if one is missing or
-    is not a tensor of its ``shapes`` entry (the columns are then left partly filled).
-
-    ``flat``: every key is a string, so a ``TensorDict``'s entries dict answers them.
-    """
-    entries = data._tensordict if flat and type(data) is TensorDict else None
+    is not a tensor of its ``shapes`` entry (the columns are then left partly filled)."""
     for key, shape, column in zip(keys, shapes, columns):
-        src = entries.get(key) if entries is not None else data.get(key, None)
+        src = get_entry(data, key)
         if not isinstance(src, torch.Tensor) or src.shape != shape:
             return False
         column.append(src)
