@@ -166,6 +166,32 @@ class TestPartialReset:
             AlwaysDone().reset()
         assert AlwaysDone(allow_done_after_reset=True).reset()["done"].all()
 
+    def test_done_copied_from_a_true_terminated_after_reset_raises(self):
+        # "done" is missing and filled from "terminated": a copy of a True flag, not a
+        # zero fill, so the after-reset check must still see it
+        class TerminatedOnly(CountingEnv):
+            def _reset(self, tensordict=None, **kwargs):
+                out = super()._reset(tensordict)
+                out["terminated"] = torch.ones_like(out["terminated"])
+                del out["done"]
+                return out
+
+        with pytest.raises(RuntimeError, match="returned done=True at 'done'"):
+            TerminatedOnly().reset()
+
+    def test_zero_filled_done_flags_pass_the_after_reset_check(self):
+        class ObservationOnly(CountingEnv):
+            def _reset(self, tensordict=None, **kwargs):
+                return super()._reset(tensordict).select("observation")
+
+        env = ObservationOnly(batch_size=[2])
+        data = env.reset()
+        assert not data["done"].any() and not data["terminated"].any()
+        data["done"] = torch.tensor([[True], [False]])
+        data["terminated"] = data["done"].clone()
+        out = env.reset(data.set("_reset", data["done"].clone()))
+        assert not out["done"].any() and not data["done"].any()
+
 
 class TestPartialStep:
     def test_unbatched_env_skips_step_when_mask_is_false(self):

@@ -290,8 +290,13 @@ class EnvBase(nn.Module):
             out = handler.on_step(self, out)
         return out
 
-    def _complete_done(self, out: TensorDictBase, *, fill_zeros: bool) -> None:
-        """Flank a lone done/terminated with its dual; zero-fill the rest if asked."""
+    def _complete_done(self, out: TensorDictBase, *, fill_zeros: bool) -> list[NestedKey]:
+        """Flank a lone done/terminated with its dual; zero-fill the rest if asked.
+
+        Returns the keys holding zeros written here (directly or as the clone of a
+        zero-filled dual): they need no "done right after a reset" check.
+        """
+        filled: list[NestedKey] = []
         if type(out) is TensorDict:
             # the common case: every done entry is a top-level name already there
             present = out._tensordict
@@ -299,19 +304,25 @@ class EnvBase(nn.Module):
                 if type(key) is not str or key not in present:
                     break
             else:
-                return
-        present = out.keys()
+                return filled
+        else:
+            present = out.keys()
+        extra = out.batch_size[: out.batch_dims - len(self.batch_size)]
         for key, leaf in self._done_leaf_specs():
             if key in present if isinstance(key, str) else out.get(key, None) is not None:
                 continue
             tup = as_tuple(key)
             dual = _DONE_DUAL.get(tup[-1])
-            value = out.get((*tup[:-1], dual), None) if dual is not None else None
+            dual_key = (dual if len(tup) == 1 else (*tup[:-1], dual)) if dual else None
+            value = get_entry(out, dual_key) if dual_key is not None else None
             if value is not None:
-                out.set(key, value.clone())
+                set_entry(out, key, value.clone())
+                if dual_key in filled:
+                    filled.append(key)
             elif fill_zeros:
-                extra = out.batch_size[: out.batch_dims - len(self.batch_size)]
-                out.set(key, leaf.zero(torch.Size(extra)) if extra else leaf.zero())
+                set_entry(out, key, leaf.zero(torch.Size(extra)) if extra else leaf.zero())
+                filled.append(key)
+        return filled
 
     def _step_mdp(self, tensordict: TensorDictBase) -> TensorDictBase:
         cache = self._key_cache()
@@ -431,7 +442,7 @@ class EnvBase(nn.Module):
             out = out.copy()
         if self._device is not None and out.device != self._device:
             out = out.to(self._device)
-        self._complete_done(out, fill_zeros=True)
+        zeros = self._complete_done(out, fill_zeros=True)
         if resets:
             # every element reset (e.g. an unbatched env at each episode end): the
             # fresh values are the result, no masking needed
@@ -442,11 +453,15 @@ class EnvBase(nn.Module):
             _partial.remove_resets(tensordict, resets)
             tensordict.update(out)
         if not self.allow_done_after_reset:
-            self._check_not_done(out, resets)
+            self._check_not_done(out, resets, skip=zeros)
         return out
 
-    def _check_not_done(self, out: TensorDictBase, resets: dict) -> None:
+    def _check_not_done(
+        self, out: TensorDictBase, resets: dict, skip: list[NestedKey] = ()
+    ) -> None:
         for key in self._key_cache()["done_keys"]:
+            if key in skip:  # zero-filled by _complete_done: not done by construction
+                continue
             done = out.get(key, None)
             if done is None:
                 continue

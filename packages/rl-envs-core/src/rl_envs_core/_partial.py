@@ -14,6 +14,7 @@ from tensordict import NestedKey, TensorDict, TensorDictBase
 from tensordict.utils import is_non_tensor
 
 from rl_envs_core._step_mdp import as_tuple
+from rl_envs_core.td_fast import get_entry
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
@@ -96,13 +97,13 @@ def collect_resets(
 ) -> dict[Level, torch.Tensor]:
     """The ``"_reset"`` masks present in ``tensordict``, by level (root included)."""
     found: dict[Level, torch.Tensor] = {}
-    root = tensordict.get("_reset", None)
+    root = get_entry(tensordict, "_reset")
     if root is not None:
         found[()] = root
     for key in reset_keys:
         if key == "_reset":
             continue
-        value = tensordict.get(key, None)
+        value = get_entry(tensordict, key)
         if value is not None:
             found[as_tuple(key)[:-1]] = value
     return found
@@ -112,7 +113,7 @@ def remove_resets(td: TensorDictBase, levels: dict[Level, torch.Tensor]) -> None
     """Delete the ``"_reset"`` entries of ``levels`` from ``td`` in place."""
     for level in levels:
         key = (*level, "_reset") if level else "_reset"
-        if td.get(key, None) is not None:
+        if get_entry(td, key) is not None:
             td.del_(key)
 
 

@@ -14,7 +14,7 @@ from tensordict import NestedKey, TensorDict, TensorDictBase
 from tensordict.utils import is_non_tensor
 from torch import Tensor
 
-from rl_envs_core.td_fast import entries
+from rl_envs_core.td_fast import any_true, entries, get_entry, set_entry
 
 DONE_NAMES = ("done", "terminated", "truncated")
 
@@ -234,16 +234,16 @@ def aggregate_done(
     for level, keys in levels.items():
         aggregated = None
         for done_key in keys:
-            value = data.get(done_key, None)
+            value = get_entry(data, done_key)
             if value is None:
                 continue
             aggregated = value if aggregated is None else aggregated | value
         if aggregated is None:
             continue
-        level_done = bool(aggregated.any())
+        level_done = any_true(aggregated)
         any_done = any_done or level_done
         if key is not None and (level_done or write_full_false):
-            data.set((*level, key) if level else key, aggregated.clone())
+            set_entry(data, (*level, key) if level else key, aggregated.clone())
     return any_done
 
 
