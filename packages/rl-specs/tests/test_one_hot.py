@@ -43,6 +43,18 @@ class TestOneHot:
         first.fill_(7)  # writing into a sample must not touch later samples
         assert all(spec.is_in(spec.rand()) for _ in range(20))
 
+    @pytest.mark.parametrize("dtype", [torch.bool, torch.int64, torch.float32, torch.bfloat16])
+    def test_unbatched_rand_draws_like_the_indexed_path(self, dtype):
+        # one vector is built by numpy (bfloat16 falls back to indexing the identity);
+        # both take the same draw, so a seed gives the same samples either way
+        spec = OneHot(5, dtype=dtype)
+        torch.manual_seed(3)
+        fast = [spec.rand() for _ in range(30)]
+        torch.manual_seed(3)
+        expected = [torch.eye(5, dtype=dtype)[torch.randint(0, 5, ())] for _ in range(30)]
+        assert all(a.dtype is dtype and a.shape == (5,) for a in fast)
+        assert all(torch.equal(a, b) for a, b in zip(fast, expected, strict=True))
+
     def test_is_in_rejects_non_one_hot(self):
         spec = OneHot(3, dtype=torch.int64)
         assert spec.is_in(torch.tensor([0, 1, 0]))

@@ -6,6 +6,7 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
 from . import _categorical
@@ -32,6 +33,20 @@ def _identity(n: int, dtype: torch.dtype, device: torch.device | None) -> torch.
     ``one_hot(...).to(dtype)``, which makes an int64 tensor and then converts it.
     """
     return torch.eye(n, dtype=dtype, device=device)
+
+
+# dtypes whose one-hot rows numpy can build (bfloat16 and friends take the torch path)
+_NUMPY_DTYPES = {
+    torch.bool: np.bool_,
+    torch.uint8: np.uint8,
+    torch.int8: np.int8,
+    torch.int16: np.int16,
+    torch.int32: np.int32,
+    torch.int64: np.int64,
+    torch.float16: np.float16,
+    torch.float32: np.float32,
+    torch.float64: np.float64,
+}
 
 
 def _is_one_hot(val: torch.Tensor) -> bool:
@@ -121,6 +136,19 @@ class OneHot(_MaskedCategories, TensorSpec):
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         full = self._full_shape(shape, "rand")
+        np_dtype = _NUMPY_DTYPES.get(self.dtype)
+        device = self.device
+        if (
+            len(full) == 1
+            and self.mask is None
+            and np_dtype
+            and (device is None or device.type == "cpu")
+        ):
+            # one vector (an unbatched env's action): the same draw as below, the row built
+            # by numpy, about half the cost of indexing the identity and copying the row
+            row = np.zeros(full[0], dtype=np_dtype)
+            row[int(torch.randint(0, full[0], (), device=device))] = 1
+            return torch.from_numpy(row)
         idx = self._indices(full[: len(full) - self.ndim])
         rows = _identity(self.space.n, self.dtype, self.device)[idx]
         # a 0-dim index is basic indexing: a view of the cached identity, so copy it
