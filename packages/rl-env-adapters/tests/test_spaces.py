@@ -158,3 +158,21 @@ class TestRegisterGymSpecConversion:
     def test_bad_key_raises(self):
         with pytest.raises(TypeError, match="space class or its name"):
             register_gym_spec_conversion(3)
+
+
+@pytest.mark.parametrize(
+    "action",
+    [
+        torch.tensor([False, True, False]),
+        torch.tensor([0, 0, 1]),
+        torch.tensor([1, 1, 0]),  # not one-hot: the first largest entry, as numpy's argmax
+        torch.tensor([[0, 1, 0], [1, 0, 0]]),  # batched: the numpy path
+        torch.tensor([0.2, 0.7, 0.1]),  # floating point: the numpy path
+        torch.tensor([0.0, 1.0, 0.0], requires_grad=True),
+    ],
+)
+def test_one_hot_writer_matches_numpy_argmax(action):
+    spec = OneHot(3, shape=action.shape, dtype=action.dtype)
+    written = make_writer(S.Discrete(3), spec)(action)
+    expected = action.detach().numpy().argmax(-1)
+    assert np.array_equal(written, expected) and np.asarray(written).dtype == expected.dtype

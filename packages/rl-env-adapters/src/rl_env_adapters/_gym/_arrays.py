@@ -107,6 +107,15 @@ def make_reader(space: Any, spec: TensorSpec, *, batch_dims: int = 0) -> Reader:
     return read
 
 
+def _write_one_hot(action: torch.Tensor) -> Any:
+    """The index of the (first) largest entry of each one-hot vector, as numpy's argmax."""
+    if action.ndim == 1 and not action.is_floating_point():
+        # one integer/bool vector: a python list is cheaper than the numpy round trip
+        row = action.tolist()
+        return np.int64(row.index(max(row)))
+    return action.detach().cpu().numpy().argmax(-1)
+
+
 def make_writer(space: Any, spec: TensorSpec, *, batch_dims: int = 0) -> Writer:
     """Build the function that maps an action tensor of ``spec`` to an action of ``space``.
 
@@ -135,7 +144,7 @@ def make_writer(space: Any, spec: TensorSpec, *, batch_dims: int = 0) -> Writer:
             [part.long().argmax(-1).cpu().numpy() for part in action.split(sizes, -1)], -1
         )
     if isinstance(spec, OneHot):
-        return lambda action: action.detach().cpu().numpy().argmax(-1)
+        return _write_one_hot
     if isinstance(spec, NonTensor):
         return lambda action: action
     if spec.dtype.is_floating_point:

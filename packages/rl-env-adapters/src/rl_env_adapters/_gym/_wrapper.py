@@ -21,13 +21,14 @@ from rl_env_adapters._gym._arrays import make_reader, make_writer
 from rl_env_adapters._gym._backend import gym_backend
 from rl_env_adapters._gym._info import InfoDictReader
 from rl_env_adapters._gym._spaces import gym_space_to_spec
+from rl_env_adapters._step_scalars import StepScalars
 from rl_env_adapters._td_out import OutputBuilder
 from rl_envs_core import GymLikeEnv
+from rl_envs_core.td_fast import get_entry
 from rl_specs import Composite, Unbounded
 
 __all__ = ["GymWrapper"]
 
-from_numpy = torch.from_numpy
 
 # Any in this module: gym envs, spaces, observations and infos are library-defined.
 
@@ -162,6 +163,7 @@ class GymWrapper(GymLikeEnv):
         state["_action_key_cached"] = "action" if not isinstance(action_spec, Composite) else None
         state["_pending_obs"] = None  # SAME_STEP: reset observations waiting for a reset call
         state["_build_output"] = OutputBuilder(obs_spec, device)
+        state["_scalars"] = StepScalars()  # reward and flags of unbatched steps
 
     def _init_env(self) -> None:
         if self._batched and self._autoreset_mode not in (
@@ -215,7 +217,11 @@ class GymWrapper(GymLikeEnv):
     # ------------------------------------------------------------------ step / reset
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         key = self._action_key_cached
-        action = tensordict.get(key) if key is not None else tensordict.get("action", tensordict)
+        action = get_entry(tensordict, key) if key is not None else None
+        if action is None:  # a composite action, or a missing one (KeyError)
+            action = (
+                tensordict.get(key) if key is not None else tensordict.get("action", tensordict)
+            )
         if self._convert_actions_to_numpy:
             action = self._write_action(action)
         env_step = self._env.step
@@ -229,12 +235,12 @@ class GymWrapper(GymLikeEnv):
             source = self._batched_outputs(obs, reward, terminated, truncated, info)
         else:
             source = self._read_obs(obs)
-            # from_numpy of a fresh 1-element array is the cheapest way to a new tensor
-            terminated, truncated = bool(terminated), bool(truncated)
-            source["reward"] = from_numpy(np.array((reward,), dtype=np.float32))
-            source["terminated"] = from_numpy(np.array((terminated,)))
-            source["truncated"] = from_numpy(np.array((truncated,)))
-            source["done"] = from_numpy(np.array((terminated or truncated,)))
+            (
+                source["reward"],
+                source["terminated"],
+                source["truncated"],
+                source["done"],
+            ) = self._scalars(reward, bool(terminated), bool(truncated))
         out = self._output(source)
         if self._info_dict_reader:
             out = self.read_info(info, out)
