@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict
 
 from rl_envs_core import EnvBase
+from rl_envs_core._partial import merge_masked
 from rl_envs_core.testing import CountingEnv
 from rl_specs import Categorical, Composite, Unbounded
 
@@ -286,3 +287,39 @@ class TestFitMask:
         env = CountingEnv(max_steps=2)
         data = env.rollout(5, break_when_any_done=False)
         assert data["next", "observation"].squeeze(-1).tolist() == [1.0, 2.0, 1.0, 2.0, 1.0]
+
+
+class TestMergeMasked:
+    """One root mask over plain tensordicts takes a direct walk; the rest the generic one."""
+
+    @staticmethod
+    def _nested(kind, column):
+        if kind == "plain":
+            return TensorDict({"b": column}, [3])
+        return LazyStackedTensorDict(*[TensorDict({"b": row}, []) for row in column], stack_dim=0)
+
+    @pytest.mark.parametrize("kind", ["plain", "lazy"])
+    @pytest.mark.parametrize("zeros_when_missing", [False, True])
+    def test_root_mask_result_matches_per_leaf_where(self, kind, zeros_when_missing):
+        new = TensorDict(
+            {
+                "a": torch.ones(3, 2),
+                "sub": self._nested(kind, torch.ones(3, 1)),
+                "only_new": torch.ones(3),
+            },
+            [3],
+        )
+        old = TensorDict({"a": torch.zeros(3, 2), "sub": self._nested(kind, torch.zeros(3, 1))}, [3])
+        mask = torch.tensor([True, False, True])
+        out = merge_masked(new, old, {(): mask}, zeros_when_missing=zeros_when_missing)
+        assert out is new
+        assert out["a"].tolist() == [[1, 1], [0, 0], [1, 1]]
+        assert out["sub", "b"].squeeze(-1).tolist() == [1, 0, 1]
+        # "only_new" has no previous value: zeros where masked out, or kept as computed
+        assert out["only_new"].tolist() == ([1, 0, 1] if zeros_when_missing else [1, 1, 1])
+        assert old["a"].sum().item() == 0  # the previous values are read, never written
+
+    def test_a_mask_that_does_not_fit_names_the_nested_key(self):
+        new = TensorDict({"sub": TensorDict({"b": torch.ones(3, 1)}, [3])}, [3])
+        with pytest.raises(ValueError, match=r"\('sub', 'b'\)"):
+            merge_masked(new, None, {(): torch.ones(2, dtype=torch.bool)}, zeros_when_missing=True)

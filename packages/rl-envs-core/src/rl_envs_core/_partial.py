@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
 
 Level = tuple[str, ...]
+NoneType = type(None)
 
 
 def fit_mask(mask: torch.Tensor, shape: torch.Size, key: NestedKey) -> torch.Tensor:
@@ -63,8 +64,15 @@ def merge_masked(
             lacks the entry (partial steps); otherwise keep ``new``'s values.
     """
     root = mask_for.get(())
-    updates = []
     fitted: dict[tuple[int, torch.Size], torch.Tensor] = {}  # entries mostly share shapes
+    if root is not None and type(new) is TensorDict and type(previous) in (TensorDict, NoneType):
+        # one mask for every leaf of plain tensordicts: walk their leaf dicts directly
+        plain: list[tuple[TensorDict, str, torch.Tensor]] = []
+        if _plain_updates(new, previous, root, fitted, zeros_when_missing, (), plain):
+            for td, key, value in plain:  # same shape, dtype and device as the value replaced
+                td._set_str(key, value, inplace=False, validated=True)
+            return new
+    updates = []
     for key, value in new.items(True, True):
         if is_non_tensor(value) or not isinstance(value, torch.Tensor):
             continue
@@ -90,6 +98,50 @@ def merge_masked(
     for key, value in updates:
         new.set(key, value)
     return new
+
+
+def _plain_updates(
+    new: TensorDict,
+    previous: TensorDict | None,
+    mask: torch.Tensor,
+    fitted: dict[tuple[int, torch.Size], torch.Tensor],
+    zeros_when_missing: bool,
+    prefix: tuple[str, ...],
+    updates: list[tuple[TensorDict, str, torch.Tensor]],
+) -> bool:
+    """The writes of ``merge_masked`` with one mask over plain tensordicts, into ``updates``.
+
+    ``False`` (nothing written yet) when a level is not a plain tensordict: the caller
+    takes the generic path.
+    """
+    old_entries = previous._tensordict if previous is not None else {}
+    for key, value in new._tensordict.items():
+        old = old_entries.get(key)
+        if type(value) is TensorDict:
+            sub_old = old if type(old) is TensorDict else None
+            args = (mask, fitted, zeros_when_missing, (*prefix, key), updates)
+            if not _plain_updates(value, sub_old, *args):
+                return False
+            continue
+        if type(value) is not torch.Tensor:
+            if isinstance(value, torch.Tensor) or (
+                isinstance(value, TensorDictBase) and not is_non_tensor(value)
+            ):
+                return False  # a tensor subclass, a lazy stack, a tensorclass: generic path
+            continue
+        if old is not None and type(old) is not torch.Tensor:
+            if isinstance(old, torch.Tensor) or isinstance(old, TensorDictBase):
+                return False
+            old = None
+        if old is None or old.shape != value.shape:
+            if not zeros_when_missing:
+                continue
+            old = torch.zeros_like(value)
+        where = fitted.get((id(mask), value.shape))
+        if where is None:
+            where = fitted[(id(mask), value.shape)] = fit_mask(mask, value.shape, (*prefix, key))
+        updates.append((new, key, torch.where(where, value, old)))
+    return True
 
 
 def collect_resets(
