@@ -10,6 +10,13 @@ its default layout (the sub-envs spread over one worker process per usable CPU);
 workloads fix the layout instead (4 envs per worker, one process per env). A last
 workload times ``ParallelEnv(8, CartPole)`` start-up: construction, first reset and close.
 ``BENCH_BATCHED_STEPS`` changes the loop length (default 50).
+
+``SerialEnv counting x8`` has a ``floor`` row: each counting env's own ``_step`` called
+directly, its outputs stacked into preallocated rows with one ``torch.stack(out=)`` per
+key, and a ``_reset`` of the envs that finished; no framework, no action sampling, no
+``step_mdp``. The counting env is written against the public ``TensorDict`` API, so its
+``_step`` costs the same in every library; ``floor/torchrl`` is the most any serial
+batch of these envs can gain over TorchRL's.
 """
 
 from __future__ import annotations
@@ -72,6 +79,39 @@ def counting(ctx: Context):
             return seed
 
     return Counting
+
+
+def counting_floor(n: int):
+    """``n`` counting envs stepped with nothing but their ``_step``, a stack and resets."""
+
+    def setup(ctx: Context):
+        from types import SimpleNamespace
+
+        from tensordict import TensorDict
+
+        from rl_stack import data, envs
+
+        make = counting(SimpleNamespace(lib=SimpleNamespace(envs=envs, data=data)))
+        subs = [make() for _ in range(n)]
+        for env in subs:
+            env._reset()
+        step_input = TensorDict({"action": torch.zeros(1, dtype=torch.long)}, [])
+        keys = ("observation", "reward", "done", "terminated", "truncated")
+        rows = {key: torch.zeros(n, 1) for key in keys[:2]}
+        rows.update({key: torch.zeros(n, 1, dtype=torch.bool) for key in keys[2:]})
+
+        def loop():
+            for _ in range(STEPS):
+                outs = [env._step(step_input) for env in subs]
+                for key in keys:
+                    torch.stack([out._tensordict[key] for out in outs], out=rows[key])
+                if bool(rows["done"].any()):
+                    for j in rows["done"].reshape(n).nonzero().reshape(-1).tolist():
+                        subs[j]._reset()
+
+        return loop
+
+    return setup
 
 
 def _kwargs(ctx: Context) -> dict:
@@ -160,6 +200,8 @@ for n, label, factory in (
         setups = {"rl_stack": batched(kind, n, factory), "torchrl": batched(kind, n, factory)}
         if gym_ok and kind != "AsyncEnvPool":
             setups["gymnasium"] = gym_vector(kind == "ParallelEnv", n)
+        if not gym_ok and kind == "SerialEnv":
+            setups["floor"] = counting_floor(n)
         WORKLOADS.append(
             Workload(f"{kind} {label}", setups=setups, items=STEPS * n, unit="env-steps")
         )

@@ -8,6 +8,12 @@ the measure. The raw peer steps ``envpool.make(..., env_type="gymnasium")`` with
 random numpy actions and lets EnvPool auto-reset (it needs no reset call, and its data
 includes the ignored-action steps). Target: within 1.5x of raw EnvPool.
 
+The ``floor`` row is the raw loop plus the one thing a TED rollout cannot do without:
+resetting the envs a step finished (``env.reset(env_ids)``), so that no step whose
+action EnvPool ignores becomes a transition. Numpy only, no tensor: ``floor/envpool``
+bounds from above what any rollout that keeps auto-reset steps out of the data can
+reach against the raw loop.
+
 TorchRL 0.14 builds its EnvPool specs through the legacy ``gym`` package; its setup
 aliases ``gym`` to gymnasium in ``sys.modules`` (the peer venv has no ``gym``).
 Set ``BENCH_ENVPOOL_STEPS`` to change the rollout length.
@@ -57,13 +63,36 @@ def raw_envpool_loop(num_envs: int):
     return setup
 
 
+def step_and_reset_floor(num_envs: int):
+    def setup(ctx: Context):
+        import envpool
+        import numpy as np
+
+        env = envpool.make(ENV_ID, env_type="gymnasium", num_envs=num_envs, seed=0)
+        env.reset()
+        rng = np.random.default_rng(0)
+        actions = [rng.integers(0, 2, num_envs, dtype=np.int32) for _ in range(STEPS)]
+        step, reset = env.step, env.reset
+
+        def loop():
+            for action in actions:
+                _, _, terminated, truncated, _ = step(action)
+                finished = np.flatnonzero(terminated | truncated)
+                if len(finished):
+                    reset(finished)
+
+        return loop
+
+    return setup
+
+
 WORKLOADS = [
     Workload(
         f"MultiThreadedEnv({n}, '{ENV_ID}').rollout({STEPS})",
         setups={
             "rl_stack": multithreaded_rollout(n),
             "torchrl": multithreaded_rollout(n),
-            "floor": raw_envpool_loop(n),
+            "floor": step_and_reset_floor(n),
             "envpool": raw_envpool_loop(n),
         },
         items=STEPS * n,
