@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+import pytest
 import torch
 
 from rl_env_adapters._step_scalars import StepScalars
@@ -30,8 +32,12 @@ def test_every_step_gets_its_own_memory_across_blocks():
 
 
 def test_numpy_scalars_are_accepted():
-    import numpy as np
-
     reward, terminated, truncated, done = StepScalars()(np.float64(1.0), np.True_, np.False_)
     assert reward.item() == 1.0 and done.item() is True
     assert terminated.item() is True and truncated.item() is False
+
+
+@pytest.mark.parametrize("reward", [np.array([1.0, 2.0]), "high"])
+def test_a_reward_that_is_not_one_number_is_refused_with_the_fix(reward):
+    with pytest.raises(ValueError, match=r"'reward' must be one number .* scalar reward"):
+        StepScalars()(reward, False, False)

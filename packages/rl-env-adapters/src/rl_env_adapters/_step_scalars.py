@@ -49,7 +49,15 @@ class StepScalars:
             self._cut()
         i = self._next
         self._next = i + 1
-        self._reward_np[i] = reward
+        try:
+            self._reward_np[i] = reward
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"The gym env's step returned reward={reward!r} ({type(reward).__name__}); an "
+                f"unbatched env's 'reward' must be one number (float or numpy scalar), stored "
+                f"with shape (1,). Return a scalar reward from step(), or wrap the env with a "
+                f"gymnasium.Wrapper that does."
+            ) from err
         flags = self._flags_np
         flags[0, i] = terminated
         flags[1, i] = truncated
