@@ -43,15 +43,20 @@ def multithreaded_rollout(num_envs: int):
     return setup
 
 
+def _raw_pool(num_envs: int):
+    """A raw gymnasium-style EnvPool pool, reset, and ``STEPS`` random numpy actions."""
+    import envpool
+    import numpy as np
+
+    env = envpool.make(ENV_ID, env_type="gymnasium", num_envs=num_envs, seed=0)
+    env.reset()
+    rng = np.random.default_rng(0)
+    return env, [rng.integers(0, 2, num_envs, dtype=np.int32) for _ in range(STEPS)]
+
+
 def raw_envpool_loop(num_envs: int):
     def setup(ctx: Context):
-        import envpool
-        import numpy as np
-
-        env = envpool.make(ENV_ID, env_type="gymnasium", num_envs=num_envs, seed=0)
-        env.reset()
-        rng = np.random.default_rng(0)
-        actions = [rng.integers(0, 2, num_envs, dtype=np.int32) for _ in range(STEPS)]
+        env, actions = _raw_pool(num_envs)
         step = env.step
 
         def loop():
@@ -65,13 +70,9 @@ def raw_envpool_loop(num_envs: int):
 
 def step_and_reset_floor(num_envs: int):
     def setup(ctx: Context):
-        import envpool
         import numpy as np
 
-        env = envpool.make(ENV_ID, env_type="gymnasium", num_envs=num_envs, seed=0)
-        env.reset()
-        rng = np.random.default_rng(0)
-        actions = [rng.integers(0, 2, num_envs, dtype=np.int32) for _ in range(STEPS)]
+        env, actions = _raw_pool(num_envs)
         step, reset = env.step, env.reset
 
         def loop():
