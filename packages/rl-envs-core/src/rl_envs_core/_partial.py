@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
 
 Level = tuple[str, ...]
-NoneType = type(None)
 
 
 def fit_mask(mask: torch.Tensor, shape: torch.Size, key: NestedKey) -> torch.Tensor:
@@ -65,7 +64,11 @@ def merge_masked(
     """
     root = mask_for.get(())
     fitted: dict[tuple[int, torch.Size], torch.Tensor] = {}  # entries mostly share shapes
-    if root is not None and type(new) is TensorDict and type(previous) in (TensorDict, NoneType):
+    if (
+        root is not None
+        and type(new) is TensorDict
+        and (previous is None or type(previous) is TensorDict)
+    ):
         # one mask for every leaf of plain tensordicts: walk their leaf dicts directly
         plain: list[tuple[TensorDict, str, torch.Tensor]] = []
         if _plain_updates(new, previous, root, fitted, zeros_when_missing, (), plain):
@@ -86,18 +89,31 @@ def merge_masked(
         if mask is None:
             continue
         old = previous.get(key, None) if previous is not None else None
-        if old is None or old.shape != value.shape:
-            if not zeros_when_missing:
-                continue
-            old = torch.zeros_like(value)
-        cache_key = (id(mask), value.shape)
-        where = fitted.get(cache_key)
-        if where is None:
-            where = fitted[cache_key] = fit_mask(mask, value.shape, key)
-        updates.append((key, torch.where(where, value, old)))
+        merged = _masked(value, old, mask, fitted, zeros_when_missing, key)
+        if merged is not None:
+            updates.append((key, merged))
     for key, value in updates:
         new.set(key, value)
     return new
+
+
+def _masked(
+    value: torch.Tensor,
+    old: torch.Tensor | None,
+    mask: torch.Tensor,
+    fitted: dict[tuple[int, torch.Size], torch.Tensor],
+    zeros_when_missing: bool,
+    key: NestedKey,
+) -> torch.Tensor | None:
+    """``where(mask, value, old)`` for one leaf; ``None`` when ``value`` stays as it is."""
+    if old is None or old.shape != value.shape:
+        if not zeros_when_missing:
+            return None
+        old = torch.zeros_like(value)
+    where = fitted.get((id(mask), value.shape))
+    if where is None:
+        where = fitted[(id(mask), value.shape)] = fit_mask(mask, value.shape, key)
+    return torch.where(where, value, old)
 
 
 def _plain_updates(
@@ -111,8 +127,8 @@ def _plain_updates(
 ) -> bool:
     """The writes of ``merge_masked`` with one mask over plain tensordicts, into ``updates``.
 
-    ``False`` (nothing written yet) when a level is not a plain tensordict: the caller
-    takes the generic path.
+    ``False`` (nothing written yet) when a level is a lazy stack or a tensorclass: the
+    caller takes the generic walk.
     """
     old_entries = previous._tensordict if previous is not None else {}
     for key, value in new._tensordict.items():
@@ -122,25 +138,14 @@ def _plain_updates(
             args = (mask, fitted, zeros_when_missing, (*prefix, key), updates)
             if not _plain_updates(value, sub_old, *args):
                 return False
-            continue
-        if type(value) is not torch.Tensor:
-            if isinstance(value, torch.Tensor) or (
-                isinstance(value, TensorDictBase) and not is_non_tensor(value)
-            ):
-                return False  # a tensor subclass, a lazy stack, a tensorclass: generic path
-            continue
-        if old is not None and type(old) is not torch.Tensor:
-            if isinstance(old, torch.Tensor) or isinstance(old, TensorDictBase):
+        elif isinstance(value, TensorDictBase):
+            if not is_non_tensor(value):
                 return False
-            old = None
-        if old is None or old.shape != value.shape:
-            if not zeros_when_missing:
-                continue
-            old = torch.zeros_like(value)
-        where = fitted.get((id(mask), value.shape))
-        if where is None:
-            where = fitted[(id(mask), value.shape)] = fit_mask(mask, value.shape, (*prefix, key))
-        updates.append((new, key, torch.where(where, value, old)))
+        elif isinstance(value, torch.Tensor):
+            old = old if isinstance(old, torch.Tensor) else None
+            merged = _masked(value, old, mask, fitted, zeros_when_missing, (*prefix, key))
+            if merged is not None:
+                updates.append((new, key, merged))
     return True
 
 

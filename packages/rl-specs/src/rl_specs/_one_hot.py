@@ -35,18 +35,13 @@ def _identity(n: int, dtype: torch.dtype, device: torch.device | None) -> torch.
     return torch.eye(n, dtype=dtype, device=device)
 
 
-# dtypes whose one-hot rows numpy can build (bfloat16 and friends take the torch path)
-_NUMPY_DTYPES = {
-    torch.bool: np.bool_,
-    torch.uint8: np.uint8,
-    torch.int8: np.int8,
-    torch.int16: np.int16,
-    torch.int32: np.int32,
-    torch.int64: np.int64,
-    torch.float16: np.float16,
-    torch.float32: np.float32,
-    torch.float64: np.float64,
-}
+@functools.lru_cache(maxsize=32)
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype | None:
+    """numpy's dtype for ``dtype``; ``None`` where numpy has none (bfloat16 and friends)."""
+    try:
+        return torch.empty(0, dtype=dtype).numpy().dtype
+    except TypeError:
+        return None
 
 
 def _is_one_hot(val: torch.Tensor) -> bool:
@@ -136,12 +131,12 @@ class OneHot(_MaskedCategories, TensorSpec):
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         full = self._full_shape(shape, "rand")
-        np_dtype = _NUMPY_DTYPES.get(self.dtype)
+        np_dtype = _numpy_dtype(self.dtype)
         device = self.device
         if (
             len(full) == 1
             and self.mask is None
-            and np_dtype
+            and np_dtype is not None
             and (device is None or device.type == "cpu")
         ):
             # one vector (an unbatched env's action): the same draw as below, the row built

@@ -217,11 +217,12 @@ class GymWrapper(GymLikeEnv):
     # ------------------------------------------------------------------ step / reset
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         key = self._action_key_cached
-        action = get_entry(tensordict, key) if key is not None else None
-        if action is None:  # a composite action, or a missing one (KeyError)
-            action = (
-                tensordict.get(key) if key is not None else tensordict.get("action", tensordict)
-            )
+        if key is None:  # a composite action: its sub-tensordict (or the whole input)
+            action = tensordict.get("action", tensordict)
+        else:
+            action = get_entry(tensordict, key)
+            if action is None:
+                action = tensordict.get(key)  # raises the KeyError that names the key
         if self._convert_actions_to_numpy:
             action = self._write_action(action)
         env_step = self._env.step
