@@ -28,3 +28,45 @@ def test_facade_reexports_the_same_objects(facade, module_name):
 def test_facade_has_no_duplicate_names(facade):
     names = getattr(rl_stack, facade).__all__
     assert len(names) == len(set(names))
+
+
+TORCHRL_PATHS = [
+    "rl_stack.envs.libs",
+    "rl_stack.envs.libs.gym",
+    "rl_stack.envs.libs.envpool",
+    "rl_stack.envs.transforms",
+    "rl_stack.envs.transforms.transforms",
+    "rl_stack.envs.utils",
+    "rl_stack.envs.common",
+    "rl_stack.envs.gym_like",
+    "rl_stack.envs.batched_envs",
+    "rl_stack.envs.async_envs",
+    "rl_stack.envs.env_creator",
+    "rl_stack.envs.custom",
+    "rl_stack.envs.model_based",
+    "rl_stack.data.tensor_specs",
+    "rl_stack.data.replay_buffers",
+    "rl_stack.data.replay_buffers.replay_buffers",
+    "rl_stack.data.replay_buffers.samplers",
+    "rl_stack.data.replay_buffers.storages",
+    "rl_stack.data.replay_buffers.writers",
+    "rl_stack.data.replay_buffers.checkpointers",
+]
+
+
+@pytest.mark.parametrize("path", TORCHRL_PATHS)
+def test_torchrl_module_path_reexports_facade_objects(path):
+    """Each TorchRL-style submodule holds only objects its top-level facade also exports."""
+    module = importlib.import_module(path)
+    facade = importlib.import_module(".".join(path.split(".")[:2]))
+    assert module.__all__, path
+    for name in module.__all__:
+        assert getattr(module, name) is getattr(facade, name), f"{path}.{name}"
+
+
+def test_envs_submodules_are_attributes_after_importing_the_facade():
+    import rl_stack.envs
+
+    assert rl_stack.envs.libs.gym.GymEnv is rl_stack.envs.GymEnv
+    assert rl_stack.envs.utils.step_mdp is rl_stack.envs.step_mdp
+    assert rl_stack.envs.make_composite_from_td is rl_stack.data.make_composite_from_td
