@@ -52,6 +52,25 @@ class TestBounded:
         with pytest.raises(TypeError, match="high to be a number"):
             Bounded(low=0.0, shape=(1,))
 
+    @pytest.mark.parametrize(
+        ("low", "high", "shape"),
+        [(-1, 1, (10,)), (torch.zeros(10), 1, None), (0, torch.ones(10), (10,))],
+    )
+    def test_bool_dtype(self, low, high, shape):
+        spec = Bounded(low, high, shape=shape, dtype=torch.bool)
+        assert type(spec) is BoundedDiscrete and spec.shape == (10,)
+        assert spec == spec.clone() and spec.is_in(spec.rand((3,)))
+        assert spec.expand(2, 10).shape == (2, 10) and len(spec.unbind(0)) == 10
+        assert torch.stack(spec.unbind(0)) == spec
+
+    def test_bool_dtype_projects_into_its_bounds(self):
+        low, high = torch.tensor([True, False, False]), torch.tensor([True, True, False])
+        spec = Bounded(low, high, dtype=torch.bool)
+        assert spec.project(torch.tensor([False, True, True])).tolist() == [True, True, False]
+        assert spec.is_in(torch.tensor([True, False, False]))
+        assert not spec.is_in(torch.tensor([False, False, False]))
+        assert spec.rand().tolist()[::2] == [True, False]
+
     def test_is_in_checks_bounds(self):
         spec = Bounded(low=-1.0, high=1.0, shape=(2,))
         assert spec.is_in(torch.tensor([-1.0, 1.0]))

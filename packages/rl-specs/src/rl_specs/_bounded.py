@@ -128,7 +128,8 @@ class Bounded(TensorSpec):
             "discrete" if discrete else "continuous",
         )
         self._finite = bool(torch.isfinite(low_t).all() and torch.isfinite(high_t).all())
-        self._span = high_t - low_t if self._finite else None
+        floating = dtype.is_floating_point or dtype.is_complex
+        self._span = high_t - low_t if self._finite and floating else None
 
     @property
     def low(self) -> torch.Tensor:
@@ -164,7 +165,10 @@ class Bounded(TensorSpec):
     def _project(self, val: torch.Tensor) -> torch.Tensor:
         if not self.dtype.is_floating_point and val.is_floating_point():
             val = val.round()
-        return torch.clamp(val.to(self.dtype), self.space.low, self.space.high)
+        val = val.to(self.dtype)
+        if self.dtype is torch.bool:  # torch.clamp has no bool kernel: False < True
+            return (val | self.space.low) & self.space.high
+        return torch.clamp(val, self.space.low, self.space.high)
 
 
 class BoundedContinuous(Bounded):
