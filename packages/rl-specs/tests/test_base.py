@@ -77,6 +77,16 @@ class TestTensorSpec:
             spec.assert_is_in([1, 2])
 
     @leaf_params
+    def test_assert_is_in_errors_are_assertion_errors(self, make):
+        spec = make()
+        bad_values = [spec.rand().to(torch.float64), spec.rand()[0], [1, 2]]
+        if not isinstance(spec, Unbounded):
+            bad_values.append(spec.rand() + 5)
+        for bad in bad_values:
+            with pytest.raises(AssertionError):  # as code written for TorchRL expects
+                spec.assert_is_in(bad)
+
+    @leaf_params
     def test_project_keeps_valid_values(self, make):
         spec = make()
         value = spec.rand()

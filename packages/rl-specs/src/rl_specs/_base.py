@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from ._errors import _NotInSpecError, _NotInSpecTypeError
+
 #: Size stored in place of a dynamic (``-1``) dim when shapes are computed on meta tensors.
 _DYN_PLACEHOLDER = 1_000_003
 
@@ -315,24 +317,26 @@ class TensorSpec:
         Raises:
             TypeError: if ``value`` is not a tensor or has another dtype.
             ValueError: if its shape or values do not fit the spec.
+
+        Both errors are also ``AssertionError`` s, which code written for TorchRL catches.
         """
         if not isinstance(value, torch.Tensor):
-            raise TypeError(
+            raise _NotInSpecTypeError(
                 f"{type(self).__name__} expected a torch.Tensor, got {type(value).__name__}. "
                 "Convert the value with spec.encode(value)."
             )
         if value.dtype != self.dtype:
-            raise TypeError(
+            raise _NotInSpecTypeError(
                 f"{type(self).__name__} expected dtype {self.dtype}, got {value.dtype}. "
                 f"Cast the value with value.to({self.dtype}) or use spec.encode(value)."
             )
         if not _shape_matches(value.shape, self.shape):
-            raise ValueError(
+            raise _NotInSpecError(
                 f"{type(self).__name__} expected a value whose shape ends with "
                 f"{tuple(self.shape)}, got shape {tuple(value.shape)}. Reshape the value."
             )
         if not self.is_in(value):
-            raise ValueError(
+            raise _NotInSpecError(
                 f"{type(self).__name__} got a value outside its domain {self.space!r}. "
                 "Use spec.project(value) to map it into the domain."
             )

@@ -8,6 +8,7 @@ import torch
 from tensordict import NonTensorData, NonTensorStack, is_non_tensor
 
 from ._base import DeviceLike, ShapeLike, TensorSpec, _shape_matches
+from ._errors import _NotInSpecError
 from ._spaces import NonTensorBox
 
 _DEFAULT_SHAPE = torch.Size((1,))
@@ -81,7 +82,7 @@ class NonTensor(TensorSpec):
 
     def assert_is_in(self, value: Any) -> None:  # Any: any non-tensor container
         if not self.is_in(value):
-            raise ValueError(
+            raise _NotInSpecError(
                 f"NonTensor expected NonTensorData whose batch size ends with "
                 f"{tuple(self.shape)}, got {type(value).__name__}. Wrap the value with "
                 "spec.encode(value)."
