@@ -112,6 +112,12 @@ class TestComposite:
         assert leaves == ["obs", "action", ("next", "reward"), ("next", "done")]
         everything = spec.keys(True)
         assert len(everything) == 5 and ("next", "done") in everything and "next" in everything
+        # nested keys come before their composite, so deleting them in order just works
+        assert list(everything)[2:] == [("next", "reward"), ("next", "done"), "next"]
+        for key in list(everything):
+            del spec[key]
+        assert len(spec) == 0
+        spec = make_spec()
         assert "next" not in spec.keys(True, True)
         assert dict(spec.items())["obs"] is spec["obs"]
         assert len(list(spec.values(True, True))) == 4
@@ -196,9 +202,14 @@ class TestComposite:
         with pytest.raises(ValueError, match="At key 'action'"):
             spec.assert_is_in(data)
         del data["obs"]
-        assert not spec.is_in(data)
+        with pytest.raises(KeyError, match="is_in expected key 'obs'"):
+            spec.is_in(data)
         with pytest.raises(KeyError, match="expected key 'obs'"):
             spec.assert_is_in(data)
+
+    def test_is_in_needs_no_data_for_none_or_empty_entries(self):
+        spec = Composite(obs=Unbounded(shape=(3,)), missing=None, empty=Composite())
+        assert spec.is_in(TensorDict(obs=torch.zeros(3)))
 
     def test_project_in_place(self):
         spec = make_spec()
@@ -226,6 +237,18 @@ class TestComposite:
         with pytest.raises(TypeError, match="at key 'obs'"):
             spec.type_check(bad)
         spec.type_check(bad, "action")
+        spec.type_check(bad, ["action", "next"])
+        with pytest.raises(TypeError, match="at key 'obs'"):
+            spec.type_check(bad, ["action", "obs"])
+
+    def test_type_check_of_one_entry(self):
+        spec = make_spec()
+        spec.type_check(torch.zeros(4, 3), "obs")
+        spec.type_check(torch.zeros(4, 1), ("next", "reward"))
+        with pytest.raises(TypeError, match=r"at key \('next', 'done'\) expected dtype torch.bool"):
+            spec.type_check(torch.zeros(4, 1), ("next", "done"))
+        with pytest.raises(TypeError, match="value of one entry"):
+            spec.type_check(torch.zeros(4, 3))
 
     def test_shape_ops(self):
         spec = make_spec()
@@ -254,6 +277,50 @@ class TestComposite:
         assert spec.shape == (4,)
         with pytest.raises(ValueError, match="does not start with it"):
             spec.shape = (5,)
+
+    def test_shape_setter_carries_nested_composites_along(self):
+        spec = Composite(obs=Unbounded(shape=(3, 2)), nested=Composite(x=Unbounded(shape=(3,))))
+        assert spec["nested"].shape == ()
+        spec.shape = (3,)
+        assert spec.shape == (3,) and spec["nested"].shape == (3,)
+        spec.shape = ()  # a shorter batch shape leaves the nested composites as they are
+        assert spec["nested"].shape == (3,)
+
+    def test_shape_setter_changes_nothing_when_a_nested_leaf_refuses(self):
+        spec = Composite(
+            ok=Composite(x=Unbounded(shape=(3,))),
+            bad=Composite(y=Unbounded(shape=(2,))),
+        )
+        with pytest.raises(ValueError, match=r"entry 'y' has shape \(2,\)"):
+            spec.shape = (3,)
+        assert spec.shape == () and spec["ok"].shape == () and spec["bad"].shape == ()
+
+    def test_shape_setter_refuses_locked_nested_composite(self):
+        spec = Composite(nested=Composite(x=Unbounded(shape=(3,))))
+        spec["nested"].lock_()
+        with pytest.raises(RuntimeError, match="nested entry 'nested'"):
+            spec.shape = (3,)
+        assert spec.shape == ()
+
+    @pytest.mark.parametrize("shape", [(4,), (2, 3)])
+    def test_nested_composite_takes_the_batch_shape(self, shape):
+        given = Composite(leaf=Unbounded(shape=shape), deeper=Composite())
+        spec = Composite(nested=given, shape=shape)
+        assert spec["nested"].shape == shape and spec["nested", "deeper"].shape == shape
+        assert given.shape == () and given["deeper"].shape == ()  # the given spec is untouched
+        built = Composite(shape=shape)
+        built["nested", "leaf"] = Unbounded(shape=shape)
+        built["nested", "deeper"] = Composite()
+        assert built == spec
+        assert spec.rand()["nested", "deeper"].batch_size == shape
+
+    def test_non_tensor_takes_the_batch_shape(self):
+        spec = Composite(text=NonTensor(shape=(), example_data="hi"), shape=(2,))
+        assert spec["text"].shape == (2,) and spec["text"].rand().batch_size == (2,)
+
+    def test_leaf_of_a_prefix_shape_is_refused(self):
+        with pytest.raises(ValueError, match="starting with it"):
+            Composite(a=Unbounded(shape=()), shape=(2,))
 
     def test_device_setter_moves_entries(self):
         spec = Composite(a=Unbounded(shape=(1,)))
@@ -298,7 +365,10 @@ class TestComposite:
 
     def test_contains_is_is_in(self):
         spec = make_spec()
-        assert spec.contains(spec.rand()) and not spec.contains(TensorDict(batch_size=[4]))
+        data = spec.rand()
+        assert spec.contains(data)
+        data["action"] += 5
+        assert not spec.contains(data)
 
     def test_pickle_keeps_lock(self):
         spec = make_spec().lock_()

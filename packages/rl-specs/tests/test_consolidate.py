@@ -56,8 +56,27 @@ class TestConsolidateSpec:
         )
         assert not check_no_exclusive_keys(outer)
         assert check_no_exclusive_keys(consolidate_spec(outer))
-        shallow = consolidate_spec(outer, recurse_through_stack=False)
+        shallow = consolidate_spec(
+            outer, recurse_through_entries=False, recurse_through_stack=False
+        )
+        assert check_no_exclusive_keys(shallow, recurse=False)
         assert not check_no_exclusive_keys(shallow)
+
+    def test_placeholders_keep_batch_dims_and_agreed_sizes(self):
+        lazy = torch.stack([Unbounded(shape=(2, 5, n, 7)) for n in (6, 7, 8)], dim=1)
+        spec = torch.stack(
+            [
+                Composite(lazy=lazy, same=Unbounded(shape=(2, 5, 5)), shape=(2,)),
+                Composite(same=Unbounded(shape=(2, 5, 5)), shape=(2,)),
+                Composite(shape=(2,), device="cpu"),
+            ]
+        )
+        fixed = consolidate_spec(spec)
+        assert fixed[2]["same"].shape == (2, 0, 0)  # the batch dim stays
+        assert fixed["same"].shape == (3, 2, -1, -1)
+        assert fixed[1]["lazy"].shape == (2, 3, 5, 0, 7)  # only the ragged dim is emptied
+        assert fixed["lazy"].shape == (3, 2, 3, 5, -1, 7)
+        assert check_no_exclusive_keys(fixed)
 
     def test_non_composite_returned_as_clone(self):
         spec = Unbounded(shape=(2,))

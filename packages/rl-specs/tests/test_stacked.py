@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
 import pytest
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict
 
 from rl_specs import (
+    Binary,
     Bounded,
     Categorical,
     Composite,
@@ -51,19 +53,42 @@ class TestTorchStack:
         stacked = torch.stack(hetero_composites(), dim=0)
         assert type(stacked) is StackedComposite and isinstance(stacked, Composite)
 
-    def test_mixed_classes_stack_lazily_and_keep_each_member(self):
-        stacked = torch.stack([Bounded(-1, 1, shape=(1,)), OneHot(2)])
-        assert type(stacked) is Stacked and stacked.shape == (2, -1)
+    @pytest.mark.parametrize(
+        ("specs", "match"),
+        [
+            ([Bounded(-1, 1, shape=(2,)), Unbounded(shape=(2,))], "Found more than one type"),
+            ([Composite(a=Unbounded()), Unbounded()], "Found more than one type"),
+            (
+                [Bounded(-1, 1, shape=(2,), dtype=torch.float64), Bounded(-1, 1, shape=(2,))],
+                r"Dtypes differ, got \[torch.float64, torch.float32\]",
+            ),
+            ([Unbounded(shape=(2,)), Unbounded(shape=(2, 1))], "Ndims differ"),
+        ],
+    )
+    def test_leaves_of_another_class_dtype_or_rank_refused(self, specs, match):
+        with pytest.raises(ValueError, match=match) as info:
+            torch.stack(specs)
+        assert isinstance(info.value, RuntimeError)  # what code written for TorchRL catches
+
+    def test_subclass_members_stack(self):
+        stacked = torch.stack([Categorical(2, shape=(4,), dtype=torch.int8), Binary(4)])
+        assert type(stacked) is Stacked and stacked.shape == (2, 4)
+
+    def test_stacked_keeps_members_of_different_classes(self):
+        stacked = Stacked(Bounded(-1, 1, shape=(1,)), OneHot(2), dim=0)
+        assert stacked.shape == (2, -1)
         assert stacked.dtype is None and stacked.domain == "mixed"
         assert isinstance(stacked[0], Bounded) and isinstance(stacked[1], OneHot)
         with pytest.raises(RuntimeError, match=r"dtypes \['torch.float32', 'torch.bool'\]"):
             stacked.rand()
-
-    def test_mixed_classes_of_one_dtype_keep_the_dtype(self):
-        stacked = torch.stack([Categorical(3, shape=(3,)), OneHot(3)])
-        assert stacked.dtype is None  # int64 indices beside bool one-hot
-        same = torch.stack([Bounded(-1, 1, shape=(2,)), Unbounded(shape=(2,))])
+        same = Stacked(Bounded(-1, 1, shape=(2,)), Unbounded(shape=(2,)), dim=0)
         assert same.dtype == torch.float32 and same.rand().shape == (2, 2)
+
+    def test_composite_without_device_stacks_with_any_device(self):
+        anywhere, on_cpu = Composite(a=Unbounded()), Composite(b=Unbounded(), device="cpu")
+        stacked = torch.stack([anywhere, on_cpu])
+        assert type(stacked) is StackedComposite and stacked.device == torch.device("cpu")
+        assert stacked[0] is anywhere and stacked[1] is on_cpu
 
     def test_stacked_composite_of_different_envs_lists_its_leaves(self):
         pool = torch.stack(
@@ -177,7 +202,16 @@ class TestStacked:
         stacked = torch.stack([Bounded(-1, 1, shape=(3,)), Bounded(5, 6, shape=(3,))])
         with pytest.raises(ValueError, match="Stack member 1"):
             stacked.assert_is_in(torch.zeros(2, 3))
-        assert len(stacked.to_numpy(stacked.rand())) == 2
+
+    def test_to_numpy_dense_or_per_member(self):
+        dense = torch.stack([Bounded(-1, 1, shape=(3,)), Bounded(5, 6, shape=(3,))])
+        sample = dense.rand()
+        assert np.array_equal(dense.to_numpy(sample), sample.numpy())
+        ragged = torch.stack([Unbounded(shape=(2,)), Unbounded(shape=(5,))])
+        parts = ragged.to_numpy(ragged.rand())
+        assert [p.shape for p in parts] == [(2,), (5,)]
+        with pytest.raises(AssertionError, match="Stack member 1"):
+            dense.to_numpy(torch.zeros(2, 3), safe=True)
 
     def test_marl_example(self):
         """The multi-agent example of the seeds: per-agent specs under "agents"."""
@@ -208,7 +242,7 @@ class TestStackedComposite:
         stacked = torch.stack(hetero_composites())
         assert stacked.shape == (2,) and stacked.device is None and stacked.is_dynamic
         assert not torch.stack([Composite(a=Unbounded()), Composite(a=Unbounded())]).is_dynamic
-        assert list(stacked.keys()) == ["obs"] and len(stacked) == 1
+        assert list(stacked.keys()) == ["obs"]
         assert list(stacked) == ["obs"]
         assert stacked.exclusive_keys() == {"extra"}
         assert "obs" in stacked and "extra" not in stacked
@@ -236,7 +270,8 @@ class TestStackedComposite:
         assert stacked.zero((3,)).batch_size == (3, 2)
         assert stacked.one().tensordicts[1]["obs"].tolist() == [1.0] * 4
         dense = TensorDict(obs=torch.zeros(2, 3), batch_size=[2])
-        assert not stacked.is_in(dense)
+        with pytest.raises(KeyError, match="expected key 'extra'"):
+            stacked.is_in(dense)
         assert not stacked.is_in(TensorDict(batch_size=[3]))
 
     def test_project_and_encode(self):
@@ -258,6 +293,49 @@ class TestStackedComposite:
         assert stacked.exclusive_keys() == set()
         with pytest.raises(ValueError, match="one spec per member"):
             stacked["bad"] = Unbounded(shape=(3, 1))
+
+    def test_len_is_the_size_of_the_first_dim(self):
+        stacked = torch.stack(hetero_composites())
+        assert len(stacked) == 2 == len(stacked.rand())
+        assert len(stacked.expand(3, 2)) == 3
+
+    def test_delitem_reaches_exclusive_and_nested_keys(self):
+        stacked = torch.stack(
+            [
+                Composite(a=Composite(x=Unbounded(shape=(1,))), b=Unbounded()),
+                Composite(b=Unbounded()),
+            ]
+        )
+        del stacked["a", "x"]
+        assert "x" not in stacked[0]["a"]
+        with pytest.raises(KeyError, match=r"No member of the StackedComposite has key 'x'"):
+            del stacked["x"]
+        del stacked["b"]
+        assert list(stacked[1].keys()) == []
+
+    def test_to_numpy_gives_a_dict_of_shared_keys(self):
+        stacked = torch.stack(
+            [
+                Composite(a=Bounded(-1, 1, shape=(3,))),
+                Composite(a=Bounded(-1, 1, shape=(3,)), b=Unbounded()),
+            ]
+        )
+        data = stacked.rand()
+        arrays = stacked.to_numpy(data)
+        assert list(arrays) == ["a"] and np.array_equal(arrays["a"], data["a"].numpy())
+        with pytest.raises(AssertionError, match="Stack member 0"):
+            stacked.to_numpy(TensorDict(a=torch.full((2, 3), 2.0), batch_size=[2]), safe=True)
+
+    def test_type_check(self):
+        stacked = torch.stack(hetero_composites())
+        data = stacked.rand()
+        stacked.type_check(data)
+        stacked.type_check(data.get("obs", as_nested_tensor=True), "obs")
+        data[1]["obs"] = data[1]["obs"].double()
+        with pytest.raises(TypeError, match=r"at key 'obs' expected dtype torch\.float32"):
+            stacked.type_check(data)
+        with pytest.raises(TypeError, match="at key 'obs'"):
+            stacked.type_check(torch.zeros(2, 3, dtype=torch.int64), "obs")
 
     def test_lock(self):
         stacked = torch.stack(hetero_composites()).lock_()

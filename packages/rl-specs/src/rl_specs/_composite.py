@@ -22,6 +22,8 @@ from ._base import (
 )
 from ._composite_data import _CompositeDataMixin
 from ._keys import _CompositeKeysView, _split_key
+from ._lock import _LockableMixin
+from ._non_tensor import NonTensor
 
 _EMPTY = torch.Size([])
 
@@ -32,7 +34,7 @@ def _leading_match(child: torch.Size, batch: torch.Size) -> bool:
     return all(b == -1 or c == -1 or b == c for b, c in zip(batch, child, strict=False))
 
 
-class Composite(_CompositeDataMixin, TensorSpec):
+class Composite(_LockableMixin, _CompositeDataMixin, TensorSpec):
     """A composition of TensorSpecs, keyed by strings, sharing the batch dims ``shape``.
 
     Entries can be leaf specs, nested ``Composite`` s (plain dicts are turned into ones)
@@ -106,6 +108,8 @@ class Composite(_CompositeDataMixin, TensorSpec):
     """
 
     _event_ndim = 0
+    #: whether the batch shape is read-only (lazy stacks), so parents leave it alone
+    _fixed_shape = False
 
     def __init__(
         self,
@@ -123,6 +127,7 @@ class Composite(_CompositeDataMixin, TensorSpec):
             )
         self._specs: dict[str, TensorSpec | None] = {}
         self._locked = False
+        self._lock_parents = []
         self._shape = _as_shape(shape, owner="Composite")
         self._device = _as_device(device)
         self.data_cls = data_cls
@@ -145,12 +150,31 @@ class Composite(_CompositeDataMixin, TensorSpec):
     def shape(self, value: ShapeLike) -> None:
         new = _as_shape(value, owner="Composite")
         self._check_unlocked("shape")
+        self._check_batch_shape(new)  # every entry is checked before any changes
+        self._set_batch_shape(new)
+
+    @staticmethod
+    def _takes_shape(spec: TensorSpec) -> bool:
+        """Whether ``spec`` is a nested composite that follows a batch-shape change."""
+        return isinstance(spec, Composite) and not spec._fixed_shape
+
+    def _check_batch_shape(self, new: torch.Size) -> None:
         for key, spec in self._specs.items():
+            if spec is None or _leading_match(spec.shape, new):
+                continue
+            if self._takes_shape(spec):
+                spec._check_unlocked(f"the shape of the nested entry {key!r}")
+                spec._check_batch_shape(new)
+                continue
+            raise ValueError(
+                f"Composite cannot take batch shape {tuple(new)}: entry {key!r} has shape "
+                f"{tuple(spec.shape)}, which does not start with it. Reshape the entry first."
+            )
+
+    def _set_batch_shape(self, new: torch.Size) -> None:
+        for spec in self._specs.values():
             if spec is not None and not _leading_match(spec.shape, new):
-                raise ValueError(
-                    f"Composite cannot take batch shape {tuple(new)}: entry {key!r} has shape "
-                    f"{tuple(spec.shape)}, which does not start with it. Reshape the entry first."
-                )
+                spec._set_batch_shape(new)  # a nested composite, checked to take it
         self._shape = new
 
     @property
@@ -212,41 +236,9 @@ class Composite(_CompositeDataMixin, TensorSpec):
             total *= spec.cardinality()
         return total
 
-    @property
-    def is_locked(self) -> bool:
-        """Whether the composite refuses modifications (see :meth:`lock_`)."""
-        return self._locked
-
-    def lock_(self, recurse: bool | None = None) -> Composite:
-        """Lock the composite (and, by default, its nested composites) against changes.
-
-        Args:
-            recurse (bool, optional): lock the nested composites too. Defaults to ``True``.
-        """
-        return self._set_lock(True, recurse)
-
-    def unlock_(self, recurse: bool | None = None) -> Composite:
-        """Unlock the composite (and, by default, its nested composites).
-
-        Args:
-            recurse (bool, optional): unlock the nested composites too. Defaults to ``True``.
-        """
-        return self._set_lock(False, recurse)
-
-    def _set_lock(self, locked: bool, recurse: bool | None) -> Composite:
-        self._locked = locked
-        if recurse is None or recurse:
-            for spec in self._specs.values():
-                if isinstance(spec, Composite):
-                    spec._set_lock(locked, True)
-        return self
-
-    def _check_unlocked(self, what: str) -> None:
-        if self._locked:
-            raise RuntimeError(
-                f"Cannot set {what}: the Composite is locked. Call spec.unlock_() first "
-                "(and spec.lock_() afterwards), or modify a spec.clone()."
-            )
+    def _lock_children(self, recurse: bool) -> Iterator[Composite]:
+        if recurse:
+            yield from (spec for spec in self._specs.values() if isinstance(spec, Composite))
 
     # ------------------------------------------------------------------ dict API
     def _missing(self, key: NestedKey) -> str:
@@ -306,14 +298,34 @@ class Composite(_CompositeDataMixin, TensorSpec):
                     f"got {type(value).__name__}. Wrap the value in a spec, e.g. Unbounded(...)."
                 )
             if not _leading_match(value.shape, self._shape):
-                raise ValueError(
-                    f"Composite of batch shape {tuple(self._shape)} expected the spec at key "
-                    f"{key!r} to have a shape starting with it, got {tuple(value.shape)}. "
-                    f"Use shape=({', '.join(map(str, self._shape))}, ...) for the entry."
-                )
+                value = self._adopted(key, value)
             if self._device is not None and value.device != self._device:
                 value = self._moved_here(key, value)
         self._specs[key] = value
+
+    def _adopted(self, key: str, value: TensorSpec) -> TensorSpec:
+        """A copy of ``value`` with this batch shape, when its shape is a prefix of it.
+
+        A nested composite (or a non-tensor spec) built without the batch dims, e.g.
+        ``Composite(a=Composite(b=leaf), shape=(4,))``, takes the parent's batch shape;
+        the copy is adjusted, never the spec that was passed.
+
+        Raises:
+            ValueError: if ``value``'s shape neither starts with the batch shape nor is a
+                prefix of it (or ``value`` is a tensor leaf, which keeps its shape).
+        """
+        if value.ndim < self.ndim and self._shape[: value.ndim] == value.shape:
+            if self._takes_shape(value):
+                value = value.clone()
+                value.shape = self._shape
+                return value
+            if isinstance(value, NonTensor):
+                return value._rebuild(self._shape, {})
+        raise ValueError(
+            f"Composite of batch shape {tuple(self._shape)} expected the spec at key "
+            f"{key!r} to have a shape starting with it, got {tuple(value.shape)}. "
+            f"Use shape=({', '.join(map(str, self._shape))}, ...) for the entry."
+        )
 
     def _moved_here(self, key: str, value: TensorSpec) -> TensorSpec:
         """``value`` on this composite's device, if it came from the default device.
@@ -374,6 +386,10 @@ class Composite(_CompositeDataMixin, TensorSpec):
     def __iter__(self) -> Iterator[str]:
         return iter(self._specs)
 
+    def _entries(self) -> Iterator[tuple[str, TensorSpec | None]]:
+        """The top-level key-spec pairs (a lazy stack lists its shared keys)."""
+        return iter(self._specs.items())
+
     def _iter_items(
         self,
         include_nested: bool,
@@ -381,13 +397,15 @@ class Composite(_CompositeDataMixin, TensorSpec):
         is_leaf: Callable[[type], bool] | None,
         prefix: tuple[str, ...] = (),
     ) -> Iterator[tuple[NestedKey, TensorSpec | None]]:
-        for key, spec in self._specs.items():
+        # nested entries come before the composite holding them, so that deleting the
+        # keys in this order never deletes a key twice
+        for key, spec in self._entries():
             full = (*prefix, key)
             leaf = not isinstance(spec, Composite) if is_leaf is None else is_leaf(type(spec))
-            if leaf or not leaves_only:
-                yield (full if prefix else key), spec
             if include_nested and isinstance(spec, Composite) and not leaf:
                 yield from spec._iter_items(include_nested, leaves_only, is_leaf, full)
+            if leaf or not leaves_only:
+                yield (full if prefix else key), spec
 
     def keys(
         self,

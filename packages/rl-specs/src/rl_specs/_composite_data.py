@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import NestedKey, TensorDict, TensorDictBase
 
 from ._base import ShapeLike, _as_shape
 
@@ -53,12 +53,25 @@ class _CompositeDataMixin:
         return self._generate(shape, "one")
 
     def is_in(self, val: TensorDictBase | Mapping) -> bool:
-        """Whether every entry of the spec is present in ``val`` and belongs to its spec."""
+        """Whether every entry of ``val`` belongs to its spec.
+
+        Raises:
+            KeyError: if ``val`` lacks an entry of the spec (``None`` entries and empty
+                nested composites need none).
+        """
         for key, spec in self._specs.items():
             if spec is None:
                 continue
             item = val.get(key, None)
-            if item is None or not spec.is_in(item):
+            if item is None:
+                if isinstance(spec, _CompositeDataMixin) and spec.is_empty():
+                    continue
+                raise KeyError(
+                    f"Composite.is_in expected key {key!r} in the value, which has keys "
+                    f"{sorted(map(str, val.keys()))}. Add the entry or check a "
+                    "spec.select(...) of the keys you have."
+                )
+            if not spec.is_in(item):
                 return False
         return True
 
@@ -83,13 +96,58 @@ class _CompositeDataMixin:
             except (TypeError, ValueError) as err:
                 raise type(err)(f"At key {key!r}: {err}") from err
 
-    def type_check(self, value: TensorDictBase | torch.Tensor, selected_keys: Any = None) -> None:
-        """Check the dtypes of the entries of ``value`` (all, or ``selected_keys``)."""
-        keys = self._specs if selected_keys is None else [selected_keys]
+    def type_check(
+        self,
+        value: TensorDictBase | torch.Tensor,
+        selected_keys: NestedKey | Sequence[NestedKey] | None = None,
+    ) -> None:
+        """Check the dtypes of the entries of ``value`` (all of them, or ``selected_keys``).
+
+        Args:
+            value (TensorDictBase or torch.Tensor): the data to check. A tensor is the
+                value of the single entry ``selected_keys``.
+            selected_keys (NestedKey or sequence of NestedKey, optional): the entries to
+                check. Defaults to ``None`` (every entry of the spec present in ``value``).
+
+        Raises:
+            TypeError: if an entry has the wrong dtype, or ``value`` is a tensor and
+                ``selected_keys`` is not one key.
+
+        Examples:
+            >>> import torch
+            >>> from rl_specs import Composite, Unbounded
+            >>> spec = Composite(obs=Unbounded(shape=(3,)))
+            >>> spec.type_check(torch.zeros(3), "obs")
+            >>> spec.type_check(torch.zeros(3, dtype=torch.int64), "obs")
+            Traceback (most recent call last):
+            ...
+            TypeError: UnboundedContinuous at key 'obs' expected dtype torch.float32, ...
+        """
+        one_key = isinstance(selected_keys, (str, tuple))
+        if isinstance(value, torch.Tensor):
+            if not one_key:
+                raise TypeError(
+                    "Composite.type_check got a tensor, which is the value of one entry, with "
+                    f"selected_keys={selected_keys!r}. Pass the entry's key, e.g. "
+                    "spec.type_check(value, 'obs'), or pass a TensorDict."
+                )
+            spec = self[selected_keys]
+            if spec is not None:
+                spec.type_check(value, selected_keys)
+            return
+        if selected_keys is None:
+            keys = list(self._specs)
+        else:
+            keys = [selected_keys] if one_key else list(selected_keys)
         for key in keys:
-            spec = self._specs.get(key) if isinstance(key, str) else self[key]
-            if spec is not None and key in value.keys():
-                spec.type_check(value[key], key)
+            spec = self[key]
+            item = None if spec is None else value.get(key, None)
+            if item is None:
+                continue
+            if isinstance(item, TensorDictBase):  # a nested composite checks all its entries
+                spec.type_check(item)
+            else:
+                spec.type_check(item, key)
 
     def project(self, val: TensorDictBase) -> TensorDictBase:
         """Project, in place, every entry of ``val`` that is outside its spec; returns ``val``."""

@@ -9,16 +9,41 @@ from ._composite import Composite
 from ._stacked import Stacked, StackedComposite
 
 
-def _empty_like(spec: TensorSpec, batch: torch.Size) -> TensorSpec:
-    """``spec`` with every dim after ``batch`` (except event dims) sliced down to size 0."""
-    if isinstance(spec, Composite):
-        return Composite(
-            {k: _empty_like(v, batch) for k, v in spec.items() if v is not None},
-            shape=spec.shape,
-            device=spec.device,
+def _placeholder(found: list[TensorSpec | None], batch: torch.Size) -> TensorSpec | None:
+    """An empty stand-in, for a member of batch shape ``batch``, of an exclusive key.
+
+    ``found`` holds the key's specs in the members that have it. A composite gets an
+    empty composite, a lazy stack a stack of placeholders. A leaf keeps the batch dims
+    and, where the members agree, the other dims; dims where they differ get size 0
+    (all the non-batch dims when they all agree), so that stacking adds no new ``-1``
+    where the members agree.
+
+    Raises:
+        ValueError: if the members hold specs of different classes at that key.
+    """
+    first = found[0]
+    if first is None:
+        return None
+    classes = sorted({type(spec).__name__ for spec in found})
+    if len(classes) > 1:
+        raise ValueError(
+            f"consolidate_spec found one key holding specs of the classes {classes} in "
+            "different members of a lazy stack. Give the key one spec class in every member."
         )
-    inner = spec.ndim - spec._event_ndim - len(batch)
-    return spec[(slice(None),) * len(batch) + (slice(0, 0),) * max(inner, 0)]
+    if isinstance(first, Composite):
+        return first.empty()
+    if isinstance(first, Stacked):
+        inner = batch[: first.dim] + batch[first.dim + 1 :]
+        return Stacked(*[_placeholder(first._specs, inner) for _ in first._specs], dim=first.dim)
+    lead, end = len(batch), first.ndim - first._event_ndim
+    same_rank = all(spec.ndim == first.ndim for spec in found)
+    differ = [
+        i for i in range(lead, end) if same_rank and len({s.shape[i] for s in found}) > 1
+    ] or range(lead, end)
+    index = tuple(
+        slice(0, 0) if i in differ and first.shape[i] != -1 else slice(None) for i in range(end)
+    )
+    return first[index]
 
 
 def consolidate_spec(
@@ -29,8 +54,9 @@ def consolidate_spec(
     """Given a TensorSpec, removes exclusive keys by adding 0 shapes.
 
     Every member of a :class:`StackedComposite` gets the keys that only some members
-    have, as an empty spec (size-0 trailing dims) of the same class. Once stacked, the
-    sizes that differ read ``-1``, so the stack has no exclusive key left.
+    have, as an empty spec of the same class: it keeps the member's batch dims (and the
+    sizes all the members agree on) and has size 0 elsewhere. Once stacked, the sizes
+    that differ read ``-1``, so the stack has no exclusive key left.
 
     Args:
         spec (Composite): the spec to consolidate (other specs are returned cloned).
@@ -38,6 +64,9 @@ def consolidate_spec(
             Defaults to ``True``.
         recurse_through_stack (bool, optional): consolidate the members of a lazy stack
             too. Defaults to ``True``.
+
+    Raises:
+        ValueError: if the members of a lazy stack hold specs of different classes at a key.
 
     Examples:
         >>> import torch
@@ -54,19 +83,19 @@ def consolidate_spec(
     spec = spec.clone()
     if isinstance(spec, StackedComposite):
         members = list(spec._specs)
-        every: dict[str, TensorSpec | None] = {}
-        for member in members:
-            for key in member.keys():
-                every.setdefault(key, member[key])
-        for member in members:
-            for key, example in every.items():
-                if key not in member:
-                    member[key] = None if example is None else _empty_like(example, member.shape)
         if recurse_through_stack:
             members = [
                 consolidate_spec(m, recurse_through_entries, recurse_through_stack) for m in members
             ]
-        return StackedComposite(*members, dim=spec.dim)
+        found: dict[str, list[TensorSpec | None]] = {}
+        for member in members:
+            for key in member.keys():
+                found.setdefault(key, []).append(member[key])
+        for member in members:
+            for key, specs in found.items():
+                if key not in member:
+                    member[key] = _placeholder(specs, member.shape)
+        spec = StackedComposite(*members, dim=spec.dim)
     if isinstance(spec, Composite) and recurse_through_entries:
         for key, value in list(spec.items()):
             if isinstance(value, Composite):

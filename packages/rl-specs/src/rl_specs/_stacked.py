@@ -20,7 +20,9 @@ from ._base import (
     _shape_after,
 )
 from ._composite import Composite
+from ._errors import _StackError
 from ._keys import _split_key
+from ._stack_values import _StackValuesMixin
 
 
 def _merged_shape(specs: Sequence[TensorSpec], dim: int) -> torch.Size:
@@ -32,7 +34,14 @@ def _merged_shape(specs: Sequence[TensorSpec], dim: int) -> torch.Size:
 
 
 def _check_members(specs: Sequence[Any], dim: int, *, owner: str) -> int:
-    """Validate the members of a stack; return the stack dim as a non-negative int."""
+    """Validate the members of a stack; return the stack dim as a non-negative int.
+
+    A composite without a device (``None``) stacks with composites on any device.
+
+    Raises:
+        ValueError: if there is no member, their ranks differ or their devices differ.
+        TypeError: if a member is not a spec.
+    """
     if not specs:
         raise ValueError(f"{owner} expected at least one spec to stack, got none.")
     for spec in specs:
@@ -42,27 +51,25 @@ def _check_members(specs: Sequence[Any], dim: int, *, owner: str) -> int:
             )
     ndims = {spec.ndim for spec in specs}
     if len(ndims) != 1:
-        raise ValueError(
-            f"{owner} expected specs with the same number of dims, got shapes "
+        raise _StackError(
+            f"{owner} expected specs with the same number of dims. Ndims differ, got shapes "
             f"{[tuple(s.shape) for s in specs]}. Unsqueeze or reshape them first."
         )
-    devices = {spec.device for spec in specs}
-    if len(devices) != 1:
-        raise ValueError(
+    devices = {spec.device for spec in specs} - {None}
+    if len(devices) > 1:
+        raise _StackError(
             f"{owner} expected specs on one device, got {sorted(map(str, devices))}. "
             "Move them with spec.to(device) first."
         )
     return _pos_dim(dim, ndims.pop() + 1, owner=owner)
 
 
-def _stack_specs(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
-    """``torch.stack`` for specs: an expanded spec when all are equal, a lazy stack otherwise.
+def _stack_members(specs: Sequence[TensorSpec], dim: int) -> TensorSpec:
+    """Specs known to belong together, stacked: expanded when all are equal, else lazily.
 
-    Specs of different classes (a continuous action beside a one-hot one, as in a pool of
-    different envs) stack lazily too: each member keeps its class.
-
-    Raises:
-        ValueError: if their ranks or devices differ, or ``dim`` is out of range.
+    Entries of the members of a lazy stack may be of different classes and dtypes (a
+    continuous action beside a one-hot one, as in a pool of different envs); each
+    member of the resulting ``Stacked`` keeps its class.
     """
     specs = list(specs)
     pos = _check_members(specs, dim, owner="torch.stack")
@@ -75,10 +82,42 @@ def _stack_specs(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
     return Stacked(*specs, dim=pos)
 
 
-_TORCH_HANDLERS[torch.stack] = _stack_specs
+def _torch_stack(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
+    """``torch.stack`` for specs: an expanded spec when all are equal, a lazy stack otherwise.
+
+    Leaf specs must share their class and dtype; composites stack whatever their
+    entries (a pool of envs with different action specs gives a ``StackedComposite``).
+
+    Raises:
+        ValueError: if the specs' classes, dtypes, ranks or devices differ, or ``dim`` is
+            out of range. These errors are also the ``RuntimeError`` TorchRL raises.
+    """
+    specs = list(specs)
+    first = specs[0] if specs else None
+    if isinstance(first, Composite):
+        leaves = [spec for spec in specs if not isinstance(spec, Composite)]
+    else:
+        leaves = [spec for spec in specs if not isinstance(spec, type(first))]
+    if leaves:
+        names = sorted({type(spec).__name__ for spec in specs})
+        raise _StackError(
+            f"torch.stack got specs of the classes {names}. Stacking specs cannot occur: "
+            "Found more than one type of specs in the list. Convert them to one class, or "
+            "stack the Composites that hold them (their entries may differ)."
+        )
+    dtypes = list(dict.fromkeys(spec.dtype for spec in specs))
+    if first is not None and not isinstance(first, Composite) and len(dtypes) > 1:
+        raise _StackError(
+            f"torch.stack expected specs of one dtype. Dtypes differ, got {dtypes}. "
+            "Cast them first, e.g. spec.to(torch.float32)."
+        )
+    return _stack_members(specs, dim)
 
 
-class _StackMixin:
+_TORCH_HANDLERS[torch.stack] = _torch_stack
+
+
+class _StackMixin(_StackValuesMixin):
     """Shape ops shared by the lazy stacks: members ``_specs`` stacked along ``dim``."""
 
     _specs: list
@@ -86,7 +125,7 @@ class _StackMixin:
     shape: torch.Size
 
     def _restack(self, members: Sequence[TensorSpec], dim: int) -> TensorSpec:
-        return _stack_specs(members, dim) if len(members) else type(self)(dim=dim)
+        return _stack_members(members, dim) if len(members) else type(self)(dim=dim)
 
     def _index_stack(self, index: Any) -> Any:  # Any: a tensor index; a spec or a stack
         idx = _normalize_index(index, self._batch_ndim(), owner=type(self).__name__)
@@ -189,36 +228,6 @@ class _StackMixin:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def _split_value(self, val: Any, lead: int = 0) -> list:  # Any: a tensor or tensordict
-        if isinstance(val, LazyStackedTensorDict) and val.stack_dim == lead + self.dim:
-            return list(val.tensordicts)
-        if isinstance(val, torch.Tensor) and val.is_nested:
-            return list(val.unbind())
-        return list(val.unbind(lead + self.dim))
-
-    def _lead(self, val: Any) -> int:  # Any: a tensor or tensordict
-        """Number of leading dims ``val`` has in front of the spec's shape."""
-        ndim = val.batch_dims if isinstance(val, TensorDictBase) else val.dim()
-        return ndim - len(self.shape)
-
-    def assert_is_in(self, value: Any) -> None:  # Any: a tensor or tensordict
-        """Check every member's part of ``value``, naming the member that fails.
-
-        Raises:
-            TypeError, ValueError, KeyError: as the failing member raises them.
-        """
-        parts = self._split_value(value, max(self._lead(value), 0))
-        for i, (member, part) in enumerate(zip(self._specs, parts, strict=True)):
-            try:
-                member.assert_is_in(part)
-            except (TypeError, ValueError, KeyError) as err:
-                raise type(err)(f"Stack member {i}: {err}") from err
-
-    def to_numpy(self, val: Any, safe: bool | None = None) -> list:  # Any: tensor or tensordict
-        """One numpy conversion per member, in a list."""
-        parts = self._split_value(val, max(self._lead(val), 0))
-        return [m.to_numpy(v, safe=safe) for m, v in zip(self._specs, parts, strict=True)]
-
     def reshape(self, *shape: int | Sequence[int]) -> TensorSpec:
         """Reshape; only possible when all the members are identical.
 
@@ -241,15 +250,6 @@ class _StackMixin:
     def flatten(self, start_dim: int = 0, end_dim: int = -1) -> TensorSpec:
         """Flatten dims ``start_dim`` to ``end_dim`` (identical members only, see reshape)."""
         return self.reshape(_shape_after(self.shape, lambda t: t.flatten(start_dim, end_dim)))
-
-    def is_in(self, val: Any) -> bool:  # Any: a tensor or a tensordict
-        try:
-            parts = self._split_value(val, max(self._lead(val), 0))
-        except (RuntimeError, IndexError):
-            return False
-        return len(parts) == len(self._specs) and all(
-            m.is_in(v) for m, v in zip(self._specs, parts, strict=True)
-        )
 
 
 class Stacked(_StackMixin, TensorSpec):
@@ -427,6 +427,8 @@ class StackedComposite(_StackMixin, Composite):
         (torch.Size([1]), True)
     """
 
+    _fixed_shape = True
+
     def __init__(self, *specs: Composite, dim: int) -> None:
         batch_ndims = {len(s.shape) for s in specs}
         pos = _check_members(specs, dim, owner="StackedComposite")
@@ -438,8 +440,9 @@ class StackedComposite(_StackMixin, Composite):
         self._specs = list(specs)
         self.dim = pos
         self._shape = _merged_shape(specs, pos)
-        self._device = specs[0].device
+        self._device = next((s.device for s in specs if s.device is not None), None)
         self._locked = False
+        self._lock_parents = []
         self.data_cls = None
         self.step_mdp_static = False
         self.space = None
@@ -456,11 +459,8 @@ class StackedComposite(_StackMixin, Composite):
         """The members' device (read-only)."""
         return self._device
 
-    def _set_lock(self, locked: bool, recurse: bool | None) -> StackedComposite:
-        self._locked = locked
-        for member in self._specs:
-            member._set_lock(locked, recurse)
-        return self
+    def _lock_children(self, recurse: bool) -> Iterator[Composite]:
+        return iter(self._specs)  # a stack is locked through its members
 
     # ------------------------------------------------------------------ keys
     def _shared_keys(self) -> list[str]:
@@ -484,7 +484,7 @@ class StackedComposite(_StackMixin, Composite):
                     f"StackedComposite (an exclusive key). Shared keys: {self._shared_keys()}. "
                     "Index a member (spec[i]) or use consolidate_spec(spec) first."
                 )
-            entry = _stack_specs([m[parts[0]] for m in self._specs], self.dim)
+            entry = _stack_members([m[parts[0]] for m in self._specs], self.dim)
             return entry[parts[1:]] if len(parts) > 1 else entry
         return self._index_stack(key)
 
@@ -503,31 +503,34 @@ class StackedComposite(_StackMixin, Composite):
             member[key] = part
 
     def __delitem__(self, key: NestedKey) -> None:
+        """Delete ``key`` from every member that has it (an exclusive key too).
+
+        Raises:
+            KeyError: if no member has ``key``.
+            RuntimeError: if the stack is locked.
+        """
         self._check_unlocked(f"key {key!r}")
-        for member in self._specs:
-            if key in member:
-                del member[key]
+        holders = [member for member in self._specs if key in member]
+        if not holders:
+            raise KeyError(
+                f"No member of the StackedComposite has key {key!r}. Shared keys: "
+                f"{self._shared_keys()}; exclusive keys: {sorted(self.exclusive_keys())}."
+            )
+        for member in holders:
+            del member[key]
 
     def __contains__(self, key: object) -> bool:
         return all(key in member for member in self._specs)
 
     def __len__(self) -> int:
-        return len(self._shared_keys())
+        """The size of the first dim, as for the lazily stacked tensordicts it generates."""
+        return self._shape[0]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._shared_keys())
 
-    def _iter_items(
-        self, include_nested: bool, leaves_only: bool, is_leaf: Any, prefix: tuple = ()
-    ) -> Iterator[tuple[NestedKey, TensorSpec | None]]:
-        for key in self._shared_keys():
-            full = (*prefix, key)
-            spec = self[key]
-            leaf = not isinstance(spec, Composite) if is_leaf is None else is_leaf(type(spec))
-            if leaf or not leaves_only:
-                yield (full if prefix else key), spec
-            if include_nested and isinstance(spec, Composite) and not leaf:
-                yield from spec._iter_items(include_nested, leaves_only, is_leaf, full)
+    def _entries(self) -> Iterator[tuple[str, TensorSpec | None]]:
+        return ((key, self[key]) for key in self._shared_keys())
 
     def empty(self) -> StackedComposite:
         return StackedComposite(*[m.empty() for m in self._specs], dim=self.dim)
