@@ -19,7 +19,7 @@ from rl_specs import (
     TensorSpec,
     Unbounded,
 )
-from rl_specs._base import _as_device, _as_dtype, _as_shape, _normalize_index
+from rl_specs._base import _as_device, _as_dtype, _as_shape
 
 # factories of one spec per leaf class, all of shape (2, 3, <event>)
 LEAVES = {
@@ -140,7 +140,9 @@ class TestTensorSpec:
     @leaf_params
     def test_dynamic_spec_is_accepted_but_cannot_generate(self, make):
         spec = make().unsqueeze(0).expand(-1, 2, 3, 4)
-        assert spec.is_dynamic is False
+        assert spec.shape == (-1, 2, 3, 4) and spec.is_dynamic  # -1 over a size-1 dim
+        assert spec.expand(5, 2, 3, 4).rand().shape == (5, 2, 3, 4)
+        assert make().expand(-1, -1, 4).shape == (2, 3, 4)  # -1 keeps other sizes
         dynamic = Unbounded(shape=(3, -1, 2))
         assert dynamic.is_dynamic and dynamic.numel() == -1
         with pytest.raises(RuntimeError, match=r"dims \[1\] are -1.*expand"):
@@ -187,7 +189,6 @@ class TestTensorSpec:
         assert _as_shape(None, owner="x") == torch.Size([])
         assert _as_device(None) is None
         assert _as_device("cpu") == torch.device("cpu")
-        assert _normalize_index((0, ...), 3, owner="x") == (0, slice(None), slice(None))
 
     def test_index_over_too_many_dims_raises(self):
         with pytest.raises(IndexError, match="indexable dims"):

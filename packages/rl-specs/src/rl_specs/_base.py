@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from ._errors import _NotInSpecError, _NotInSpecTypeError
+from ._indexing import _checked_index
 
 #: Size stored in place of a dynamic (``-1``) dim when shapes are computed on meta tensors.
 _DYN_PLACEHOLDER = 1_000_003
@@ -105,30 +106,11 @@ def _shape_matches(val_shape: torch.Size, spec_shape: torch.Size) -> bool:
     return all(s == -1 or s == v for s, v in zip(spec_shape, tail, strict=True))
 
 
-def _normalize_index(index: Any, ndim: int, *, owner: str) -> tuple:
-    """Expand ``index`` to a tuple that addresses only the first ``ndim`` dims (no Ellipsis)."""
-    if not isinstance(index, tuple):
-        index = (index,)
-    if any(i is Ellipsis for i in index):
-        pos = next(k for k, i in enumerate(index) if i is Ellipsis)
-        consumed = sum(1 for i in index if i is not None and i is not Ellipsis)
-        fill = (slice(None),) * max(ndim - consumed + 0, 0)
-        index = index[:pos] + fill + index[pos + 1 :]
-    consumed = sum(
-        (i.ndim if isinstance(i, torch.Tensor) and i.dtype is torch.bool else 1)
-        for i in index
-        if i is not None
-    )
-    if consumed > ndim:
-        raise IndexError(
-            f"{owner} has {ndim} indexable dims, got an index over {consumed} dims: {index!r}. "
-            "Index only the leading (batch) dims of the spec."
-        )
-    return index
-
-
 def _expand_target(old: torch.Size, shape: Any, *, owner: str) -> torch.Size:  # Any: ShapeLike
-    """The shape that expanding ``old`` to ``shape`` gives (``-1`` keeps a trailing size).
+    """The shape that expanding ``old`` to ``shape`` gives.
+
+    A ``-1`` over a size-1 dim makes it dynamic (as over a new leading dim); over any
+    other size it keeps that size.
 
     Raises:
         ValueError: if ``shape`` does not end with a shape ``old`` broadcasts to.
@@ -139,7 +121,7 @@ def _expand_target(old: torch.Size, shape: Any, *, owner: str) -> torch.Size:  #
     for i, s_old in enumerate(old):
         s_new = new[lead + i] if lead >= 0 else None
         if s_new == -1:
-            target[lead + i] = s_old
+            target[lead + i] = -1 if s_old == 1 else s_old
         elif s_new is None or (s_new != s_old and s_old not in (1, -1)):
             raise ValueError(
                 f"{owner}.expand cannot expand shape {tuple(old)} to {tuple(new)}: the new "
@@ -430,14 +412,25 @@ class TensorSpec:
         return self._rebuild(new_batch + self.shape[b:], attrs)
 
     def __getitem__(self, index: Any) -> TensorSpec:  # Any: any tensor index
-        """Index the spec like a tensor (event dims such as the one-hot dim stay)."""
-        idx = _normalize_index(index, self._batch_ndim(), owner=type(self).__name__)
+        """Index the spec like a tensor (event dims such as the one-hot dim stay).
+
+        Negative slice steps work as in numpy; a dynamic (``-1``) dim only takes a full
+        slice.
+
+        Raises:
+            IndexError: if the index is out of bounds, indexes a dynamic dim or an event dim.
+        """
+        b = self._batch_ndim()
+        idx, flips = _checked_index(index, self.shape[:b], owner=type(self).__name__)
+        if flips:
+            return self._apply_op(lambda t: t[idx].flip(flips))
         return self._apply_op(lambda t: t[idx])
 
     def expand(self, *shape: int | Sequence[int]) -> TensorSpec:
         """Expand the spec to ``shape`` (new leading dims, or size-1 dims broadcast).
 
-        A ``-1`` in the trailing dims keeps the spec's size; a ``-1`` leading dim is dynamic.
+        A ``-1`` keeps the spec's size, except over a size-1 dim or as a new leading dim,
+        where it makes the dim dynamic (its size then varies from sample to sample).
 
         Raises:
             ValueError: if ``shape`` does not end with a shape the spec broadcasts to.

@@ -15,13 +15,13 @@ from ._base import (
     _as_device,
     _as_shape,
     _expand_target,
-    _normalize_index,
     _pos_dim,
     _shape_after,
     _unbind_at,
 )
 from ._composite_data import _CompositeDataMixin
-from ._keys import _CompositeKeysView, _split_key
+from ._indexing import _checked_index, _normalize_index
+from ._keys import _CompositeKeysView, _is_key, _split_key
 from ._lock import _LockableMixin
 from ._non_tensor import NonTensor
 
@@ -251,7 +251,7 @@ class Composite(_LockableMixin, _CompositeDataMixin, TensorSpec):
                 return self._specs[key]
             except KeyError:
                 raise KeyError(self._missing(key)) from None
-        if isinstance(key, tuple) and key and all(isinstance(k, (str, tuple)) for k in key):
+        if _is_key(key):
             parts = _split_key(key)
             node = self[parts[0]]
             if len(parts) == 1:
@@ -515,8 +515,9 @@ class Composite(_LockableMixin, _CompositeDataMixin, TensorSpec):
         return out
 
     def _index(self, index: Any) -> Composite:  # Any: any tensor index
-        idx = _normalize_index(index, self.ndim, owner="Composite")
-        return self._map(lambda s: s[idx], _shape_after(self._shape, lambda t: t[idx]))
+        checked, _ = _checked_index(index, self._shape, owner="Composite")
+        idx = _normalize_index(index, self.ndim, owner="Composite")  # entries check it too
+        return self._map(lambda s: s[idx], _shape_after(self._shape, lambda t: t[checked]))
 
     def expand(self, *shape: int | ShapeLike) -> Composite:
         """Expand the batch dims to ``shape`` (which must end with the current batch dims).

@@ -35,6 +35,13 @@ def _split_key(key: Any) -> tuple[str, ...]:  # Any: validated here
     return flat
 
 
+def _is_key(index: Any) -> bool:  # Any: a key or a tensor index
+    """Whether ``index`` is a (nested) key: a string or a non-empty tuple of keys."""
+    if isinstance(index, str):
+        return True
+    return isinstance(index, tuple) and bool(index) and all(_is_key(i) for i in index)
+
+
 class _CompositeKeysView:
     """The keys of a :class:`Composite`, re-read from the spec at each iteration."""
 

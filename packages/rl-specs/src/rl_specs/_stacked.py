@@ -15,13 +15,13 @@ from ._base import (
     ShapeLike,
     TensorSpec,
     _as_shape,
-    _normalize_index,
     _pos_dim,
     _shape_after,
 )
 from ._composite import Composite
 from ._errors import _StackError
-from ._keys import _split_key
+from ._indexing import _normalize_index
+from ._keys import _is_key, _split_key
 from ._stack_values import _StackValuesMixin
 
 
@@ -473,9 +473,7 @@ class StackedComposite(_StackMixin, Composite):
         return every - set(self._shared_keys())
 
     def __getitem__(self, key: Any) -> Any:  # Any: a NestedKey or a tensor index
-        if isinstance(key, str) or (
-            isinstance(key, tuple) and key and all(isinstance(k, (str, tuple)) for k in key)
-        ):
+        if _is_key(key):
             parts = _split_key(key)
             missing = [i for i, m in enumerate(self._specs) if parts[0] not in m]
             if missing:
