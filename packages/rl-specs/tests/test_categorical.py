@@ -17,10 +17,15 @@ class TestCategorical:
         assert spec.shape == () and spec.dtype is torch.int64 and spec.n == 4
         assert spec.cardinality() == 4 and spec.mask is None
 
-    @pytest.mark.parametrize("n", [0, -3])
-    def test_non_positive_n_raises(self, n):
-        with pytest.raises(ValueError, match=r"n > 0.*positive"):
-            Categorical(n)
+    def test_negative_n_raises(self):
+        with pytest.raises(ValueError, match=r"n >= 0.*positive"):
+            Categorical(-3)
+
+    def test_no_category_builds_but_cannot_draw(self):
+        spec = Categorical(0, shape=(5, 3))
+        assert spec.n == 0 and spec[1:3].shape == (2, 3) and spec.zero().shape == (5, 3)
+        with pytest.raises(ValueError, match="no category"):
+            spec.rand()
 
     @pytest.mark.parametrize("n", [2.5, "3", True])
     def test_non_int_n_raises(self, n):
@@ -119,8 +124,39 @@ class TestMultiCategorical:
             MultiCategorical([2, 3], shape=(3,))
 
     def test_bad_nvec_entry(self):
-        with pytest.raises(ValueError, match="every nvec entry > 0"):
-            MultiCategorical([2, 0])
+        with pytest.raises(ValueError, match="every nvec entry >= 0"):
+            MultiCategorical([2, -1])
+        with pytest.raises(ValueError, match=r"no category \(sizes \[2, 0\]\)"):
+            MultiCategorical([2, 0]).rand()
+
+    @pytest.mark.parametrize("lead", [(), (3,), (4, 5)])
+    def test_one_slot_samples_drop_the_slot_dim(self, lead):
+        spec = MultiCategorical(5)
+        assert spec.shape == (1,) and torch.equal(spec.nvec, torch.tensor([5]))
+        sample = spec.rand(lead)
+        assert sample.shape == lead and spec.is_in(sample)
+        assert spec.is_in(sample.unsqueeze(-1)) and spec.is_in(spec.zero(lead))
+        assert not spec.is_in(torch.full(lead, 5))
+        projected = spec.project(torch.full(lead, 7.0))
+        assert projected.shape == lead and bool((projected == 4).all())
+        assert spec.to_one_hot(torch.tensor(3)).tolist() == [False] * 3 + [True, False]
+        kept = MultiCategorical(5, remove_singleton=False)
+        assert kept.rand(lead).shape == (*lead, 1)
+
+    def test_dynamic_dims(self):
+        spec = MultiCategorical([3, 4], shape=(-1, 2, 2))
+        assert spec.is_dynamic and spec.nvec.shape == (1, 2, 2)
+        assert spec.is_in(torch.randint(3, (7, 2, 2)))
+        assert not spec.is_in(torch.full((7, 2, 2), 3))
+        assert spec.expand(5, 2, 2).rand().shape == (5, 2, 2)
+        with pytest.raises(RuntimeError, match="dynamic"):
+            spec.rand()
+
+    def test_project_applies_the_mask(self):
+        mask = torch.tensor([True, False, False, False, True])
+        spec = MultiCategorical([2, 3], shape=(6, 2), mask=mask)
+        projected = spec.project(torch.tensor([[1, 0]] * 6))
+        assert projected.tolist() == [[0, 2]] * 6 and spec.is_in(projected)
 
     def test_rand_respects_each_slot(self):
         spec = MultiCategorical([2, 5], shape=(400, 2))

@@ -19,10 +19,25 @@ class TestOneHot:
         with pytest.raises(ValueError, match="end with the one-hot size 3"):
             OneHot(3, shape=(2, 4))
 
-    @pytest.mark.parametrize("n", [0, -1])
-    def test_bad_n(self, n):
-        with pytest.raises(ValueError, match="n > 0"):
-            OneHot(n)
+    def test_bad_n(self):
+        with pytest.raises(ValueError, match="n >= 0"):
+            OneHot(-1)
+        with pytest.raises(ValueError, match="no category"):
+            OneHot(0).rand()
+        with pytest.raises(ValueError, match="no category"):
+            MultiOneHot([2, 0]).rand()
+
+    @pytest.mark.parametrize("make", [lambda: OneHot(4, shape=(3, 4)), lambda: MultiOneHot([2, 3])])
+    def test_to_numpy_gives_indices_that_encode_takes(self, make):
+        spec = make()
+        value = spec.rand()
+        indices = spec.to_numpy(value)
+        assert np.array_equal(indices, spec.to_categorical(value).numpy())
+        assert torch.equal(spec.encode(indices), value)
+
+    def test_use_register_is_part_of_equality(self):
+        assert OneHot(3) != OneHot(3, use_register=True)
+        assert OneHot(3, use_register=True) == OneHot(3, use_register=True)
 
     def test_rand_is_one_hot(self):
         sample = OneHot(5, shape=(100, 5)).rand()

@@ -10,7 +10,15 @@ import torch
 
 from . import _one_hot
 from ._base import DeviceLike, ShapeLike, TensorSpec, _as_device, _as_dtype, _as_shape
-from ._masks import _check_mask, _check_n, _mask_allows, _MaskedCategories, _sample_masked
+from ._masks import (
+    _check_mask,
+    _check_n,
+    _mask_allows,
+    _MaskedCategories,
+    _no_category,
+    _project_masked,
+    _sample_masked,
+)
 from ._spaces import BoxList, CategoricalBox
 
 
@@ -81,6 +89,8 @@ class Categorical(_MaskedCategories, TensorSpec):
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         full = self._full_shape(shape, "rand")
+        if not self._num_values:
+            raise _no_category(type(self).__name__, self._num_values)
         if self.mask is None:
             out = torch.randint(0, self._num_values, full, device=self.device)
         else:
@@ -98,11 +108,7 @@ class Categorical(_MaskedCategories, TensorSpec):
         if val.is_floating_point():
             val = val.round()
         val = val.clamp(0, self._num_values - 1).to(self.dtype)
-        if self.mask is not None:
-            mask = self.mask.expand(*val.shape, self._num_values)
-            ok = mask.gather(-1, val.long().unsqueeze(-1)).squeeze(-1)
-            val = torch.where(ok, val, _sample_masked(mask, torch.Size()).to(self.dtype))
-        return val
+        return val if self.mask is None else _project_masked(val, self.mask)
 
     def index(self, index: torch.Tensor, tensor_to_index: torch.Tensor) -> torch.Tensor:
         """Pick ``tensor_to_index[..., index]`` along the last dim (e.g. a chosen Q-value).
@@ -149,11 +155,13 @@ class MultiCategorical(Categorical):
         dtype (torch.dtype, optional): the dtype. Defaults to ``torch.int64``.
         mask (torch.Tensor, optional): booleans of shape ``(*shape[:-1], sum(nvec))``.
             Defaults to ``None``.
-        remove_singleton (bool, optional): kept for API compatibility; values always keep
-            the slot dim. Defaults to ``True``.
+        remove_singleton (bool, optional): when the spec's shape is ``(1,)`` (one slot, as
+            for ``MultiCategorical(5)``), :meth:`rand` drops that trailing singleton dim;
+            :meth:`is_in` and :meth:`project` take values with or without it. Defaults to
+            ``True``.
 
     Raises:
-        ValueError: if some ``nvec`` entry is ``<= 0`` or ``shape`` does not end with
+        ValueError: if some ``nvec`` entry is negative or ``shape`` does not end with
             ``len(nvec)``.
 
     Examples:
@@ -165,6 +173,9 @@ class MultiCategorical(Categorical):
         (True, False)
         >>> spec.to_one_hot_spec().shape
         torch.Size([4, 5])
+        >>> single = MultiCategorical(5)  # one slot: samples drop the slot dim
+        >>> single.shape, single.rand().shape, single.rand((3,)).shape
+        (torch.Size([1]), torch.Size([]), torch.Size([3]))
     """
 
     _event_ndim = 1
@@ -189,10 +200,12 @@ class MultiCategorical(Categorical):
                 f"{owner} expected shape to end with len(nvec)={nvec_t.shape[-1]}, got shape "
                 f"{tuple(shape)}. Pass shape=(*batch, {nvec_t.shape[-1]})."
             )
-        for n in nvec_t.reshape(-1, nvec_t.shape[-1])[0].tolist():
-            _check_n(n, owner=owner, name="every nvec entry")
-        self.nvec = nvec_t.expand(shape).clone()
+        if bool((nvec_t < 0).any()):
+            _check_n(int(nvec_t.min()), owner=owner, name="every nvec entry")
+        storage = torch.Size(1 if d == -1 else d for d in shape)  # dynamic dims share nvec
+        self.nvec = nvec_t.expand(storage).clone()
         self.remove_singleton = remove_singleton
+        self._squeezed = bool(remove_singleton) and shape == (1,)
         nvec_row = self.nvec.reshape(-1, shape[-1])[0].tolist()
         TensorSpec.__init__(
             self,
@@ -229,14 +242,26 @@ class MultiCategorical(Categorical):
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         full = self._full_shape(shape, "rand")
+        if 0 in self._nvec_row:
+            raise _no_category(type(self).__name__, self._nvec_row)
         if self.mask is None:
             draw = torch.rand(full, device=self.device)
-            return (draw * self.nvec).floor_().to(self.dtype)
-        lead = full[: len(full) - self.ndim]
-        chunks = self.mask.split(self._nvec_row, dim=-1)
-        return torch.stack([_sample_masked(m, lead) for m in chunks], -1).to(self.dtype)
+            out = (draw * self.nvec).floor_().to(self.dtype)
+        else:
+            lead = full[: len(full) - self.ndim]
+            chunks = self.mask.split(self._nvec_row, dim=-1)
+            out = torch.stack([_sample_masked(m, lead) for m in chunks], -1).to(self.dtype)
+        return out.squeeze(-1) if self._squeezed else out
+
+    def _with_slot_dim(self, val: torch.Tensor) -> torch.Tensor:
+        """``val`` with its slot dim, which a one-slot spec's samples leave out."""
+        if self._squeezed and val.shape[-1:] != (1,):
+            return val.unsqueeze(-1)
+        return val
 
     def is_in(self, val: torch.Tensor) -> bool:
+        if self._squeezed and isinstance(val, torch.Tensor):
+            val = self._with_slot_dim(val)
         if not self._basic_match(val):
             return False
         if not bool(((val >= 0) & (val < self.nvec)).all()):
@@ -247,13 +272,21 @@ class MultiCategorical(Categorical):
         return all(_mask_allows(m, v) for m, v in zip(chunks, val.unbind(-1), strict=True))
 
     def _project(self, val: torch.Tensor) -> torch.Tensor:
+        shape = val.shape
+        val = self._with_slot_dim(val)
         if val.is_floating_point():
             val = val.round()
-        return torch.minimum(val.clamp_min(0), self.nvec - 1).to(self.dtype)
+        val = torch.minimum(val.clamp_min(0), self.nvec - 1).to(self.dtype)
+        if self.mask is not None:
+            chunks = self.mask.split(self._nvec_row, dim=-1)
+            slots = [_project_masked(v, m) for v, m in zip(val.unbind(-1), chunks, strict=True)]
+            val = torch.stack(slots, -1)
+        return val.reshape(shape)
 
     def index(self, index: torch.Tensor, tensor_to_index: torch.Tensor) -> torch.Tensor:
         """Pick one entry per slot: slot ``i`` of ``tensor_to_index`` is its ``nvec[i]`` chunk."""
         chunks = tensor_to_index.split(self._nvec_row, dim=-1)
+        index = self._with_slot_dim(index)
         return torch.stack(
             [
                 Categorical(n).index(i, c)
@@ -266,6 +299,7 @@ class MultiCategorical(Categorical):
         """Encode each slot as a one-hot chunk and concatenate the chunks."""
         if safe:
             self.assert_is_in(val)
+        val = self._with_slot_dim(val)
         return torch.cat(
             [
                 torch.nn.functional.one_hot(v.long(), n).bool()

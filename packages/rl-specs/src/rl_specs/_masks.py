@@ -17,12 +17,20 @@ def _check_n(n: Any, *, owner: str, name: str = "n") -> int:  # Any: validated h
             f"{owner} expected {name} to be an int, got {n!r} of type {type(n).__name__}. "
             f"Pass the number of categories, e.g. {name}=4."
         )
-    if n <= 0:
+    if n < 0:
         raise ValueError(
-            f"{owner} expected {name} > 0 (the number of categories), got {name}={n}. "
-            "Pass a positive number of categories."
+            f"{owner} expected {name} >= 0 (the number of categories), got {name}={n}. "
+            "Pass a positive number of categories (0 gives a spec with no value to draw)."
         )
     return n
+
+
+def _no_category(owner: str, sizes: Any) -> ValueError:  # Any: an int or a list of ints
+    """The error of ``rand`` on a spec with a slot of no category."""
+    return ValueError(
+        f"{owner}.rand() cannot draw a value: a slot has no category (sizes {sizes}). "
+        "Give every slot at least one category."
+    )
 
 
 def _check_mask(
@@ -32,6 +40,7 @@ def _check_mask(
     if mask is None:
         return None
     mask = torch.as_tensor(mask, device=device)
+    shape = torch.Size(1 if d == -1 else d for d in shape)  # a dynamic dim shares one mask
     if mask.dtype is not torch.bool:
         raise TypeError(
             f"{owner} expected a torch.bool mask, got dtype {mask.dtype}. Pass mask.bool()."
@@ -61,6 +70,13 @@ def _sample_masked(mask: torch.Tensor, lead: torch.Size) -> torch.Tensor:
     if flat.shape[0] == 0:
         return torch.zeros(mask.shape[:-1], dtype=torch.int64, device=mask.device)
     return torch.multinomial(flat.float(), 1).reshape(mask.shape[:-1])
+
+
+def _project_masked(val: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``val`` (category indices) with every masked-out index replaced by an allowed one."""
+    mask = mask.expand(*val.shape, mask.shape[-1])
+    ok = mask.gather(-1, val.long().unsqueeze(-1)).squeeze(-1)
+    return torch.where(ok, val, _sample_masked(mask, torch.Size()).to(val.dtype))
 
 
 def _mask_allows(mask: torch.Tensor, index: torch.Tensor) -> bool:

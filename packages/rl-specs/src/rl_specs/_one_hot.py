@@ -11,7 +11,7 @@ import torch
 
 from . import _categorical
 from ._base import DeviceLike, ShapeLike, TensorSpec, _as_device, _as_dtype, _as_shape
-from ._masks import _check_mask, _check_n, _MaskedCategories, _sample_masked
+from ._masks import _check_mask, _check_n, _MaskedCategories, _no_category, _sample_masked
 from ._spaces import BoxList, CategoricalBox
 
 
@@ -131,6 +131,8 @@ class OneHot(_MaskedCategories, TensorSpec):
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         full = self._full_shape(shape, "rand")
+        if not full[-1]:
+            raise _no_category(type(self).__name__, self.space.n)
         np_dtype = _numpy_dtype(self.dtype)
         device = self.device
         if (
@@ -172,6 +174,26 @@ class OneHot(_MaskedCategories, TensorSpec):
         if tensor.shape == self.shape[:-1] and not tensor.dtype.is_floating_point:
             tensor = torch.nn.functional.one_hot(tensor.long(), self.space.n)
         return self._fit_shape(tensor.to(self.dtype))
+
+    def to_numpy(self, val: torch.Tensor, safe: bool | None = None) -> np.ndarray:
+        """The category indices of ``val`` as a numpy array, the inverse of :meth:`encode`.
+
+        Args:
+            val (torch.Tensor): one-hot values of the spec.
+            safe (bool, optional): check ``val`` with :meth:`assert_is_in` first. Defaults
+                to ``None`` (no check).
+
+        Examples:
+            >>> import torch
+            >>> OneHot(3).to_numpy(torch.tensor([False, False, True]))
+            array(2)
+            >>> MultiOneHot([2, 3]).to_numpy(torch.tensor([0, 1, 0, 0, 1]))
+            array([1, 2])
+        """
+        return self.to_categorical(val, safe=safe).detach().cpu().numpy()
+
+    def _extra_eq(self, other: TensorSpec) -> bool:
+        return super()._extra_eq(other) and self.use_register == other.use_register
 
     def to_categorical(self, val: torch.Tensor, safe: bool | None = None) -> torch.Tensor:
         """Return the index of the 1 of each one-hot vector (drops the last dim)."""
@@ -287,6 +309,8 @@ class MultiOneHot(OneHot):
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         full = self._full_shape(shape, "rand")
+        if 0 in self.nvec:
+            raise _no_category(type(self).__name__, self.nvec)
         lead = full[: len(full) - self.ndim]
         parts = []
         for n, mask in zip(self.nvec, self._mask_chunks(), strict=True):
