@@ -19,13 +19,29 @@ class TestBinary:
         with pytest.raises(TypeError, match="n or shape"):
             Binary()
 
-    def test_mismatched_n(self):
-        with pytest.raises(ValueError, match=r"shape\[-1\] == n"):
-            Binary(3, shape=(2, 4))
+    @pytest.mark.parametrize(("n", "shape"), [(3, (2, 4)), (1, ())])
+    def test_mismatched_n(self, n, shape):
+        with pytest.raises(ValueError, match="n to be the size of the last dim"):
+            Binary(n, shape=shape)
 
-    def test_scalar_shape_rejected(self):
-        with pytest.raises(ValueError, match="at least one dim"):
-            Binary(shape=())
+    def test_scalar_shape_is_one_flag(self):
+        spec = Binary(shape=())
+        assert spec.n == 0 and spec == spec.clone() and spec.cardinality() == 2
+        assert spec.rand().shape == () and spec.rand((3,)).shape == (3,)
+        assert spec.is_in(torch.tensor(1, dtype=torch.int8))
+        assert spec.enumerate().tolist() == [0, 1]
+        assert spec.unsqueeze(0) == Binary(1)
+
+    @pytest.mark.parametrize(("dim", "shape"), [(-1, (3, 4, 1)), (2, (3, 4, 1)), (0, (1, 3, 4))])
+    def test_unsqueeze_anywhere(self, dim, shape):
+        spec = Binary(4, shape=(3, 4)).unsqueeze(dim)
+        assert spec.shape == shape and spec.n == shape[-1]
+        assert spec.squeeze(dim) == Binary(4, shape=(3, 4))
+
+    def test_squeeze_the_flags_dim(self):
+        assert Binary(shape=(3, 1)).squeeze(-1) == Binary(3)
+        assert Binary(shape=(2, 1, 3)).squeeze().shape == (2, 3)
+        assert Binary(shape=(2, 3)).squeeze(0).shape == (2, 3)
 
     def test_values(self):
         spec = Binary(4)

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from ._base import DeviceLike, ShapeLike, TensorSpec, _as_device, _as_dtype, _as_shape
+from ._base import DeviceLike, ShapeLike, TensorSpec, _as_device, _as_dtype, _as_shape, _pos_dim
 from ._categorical import Categorical
 from ._spaces import BinaryBox
 
@@ -33,7 +33,9 @@ class Binary(Categorical):
         (torch.int8, 16)
     """
 
-    _event_ndim = 1
+    @property
+    def _event_ndim(self) -> int:  # the last dim holds the n flags (none for shape ())
+        return 1 if self.shape else 0
 
     def __init__(
         self,
@@ -51,17 +53,13 @@ class Binary(Categorical):
                 )
             shape = torch.Size((n,))
         shape = _as_shape(shape, owner=owner)
-        if not shape:
-            raise ValueError(
-                "Binary expected a shape with at least one dim (its last dim is n), got (). "
-                "Pass shape=(1,) for a single flag."
-            )
+        last = shape[-1] if shape else 0  # shape () is one flag: n is 0 then
         if n is None:
-            n = shape[-1]
-        if shape[-1] != n:
+            n = last
+        if n != last:
             raise ValueError(
-                f"Binary expected shape[-1] == n, got n={n} and shape={tuple(shape)}. "
-                f"Pass shape=(*batch, {n})."
+                f"Binary expected n to be the size of the last dim, {last}, got n={n} and "
+                f"shape={tuple(shape)}. Pass shape=(*batch, {n})."
             )
         TensorSpec.__init__(
             self,
@@ -75,7 +73,26 @@ class Binary(Categorical):
         self.mask = None
 
     def cardinality(self) -> int:
-        return 2**self.space.n
+        return 2 ** (self.space.n if self.shape else 1)
+
+    def unsqueeze(self, dim: int) -> Binary:
+        """Insert a size-1 dim at ``dim``; at the end, it becomes a last dim of ``n=1`` flag.
+
+        Examples:
+            >>> Binary(3).unsqueeze(-1).shape, Binary(3).unsqueeze(-1).n
+            (torch.Size([3, 1]), 1)
+        """
+        pos = _pos_dim(dim, self.ndim + 1, owner="Binary.unsqueeze")
+        return self._rebuild(self.shape[:pos] + torch.Size([1]) + self.shape[pos:], {})
+
+    def squeeze(self, dim: int | None = None) -> Binary:
+        """Remove the size-1 dim ``dim`` (every size-1 dim when ``None``), the last one too."""
+        if dim is None:
+            return self._rebuild(torch.Size(d for d in self.shape if d != 1), {})
+        pos = _pos_dim(dim, self.ndim, owner="Binary.squeeze")
+        if self.shape[pos] != 1:
+            return self.clone()
+        return self._rebuild(self.shape[:pos] + self.shape[pos + 1 :], {})
 
     def update_mask(self, mask: torch.Tensor | None) -> None:
         """Binary specs take no mask.
@@ -108,6 +125,8 @@ class Binary(Categorical):
 
     def enumerate(self, use_mask: bool = False) -> torch.Tensor:
         """All the ``2 ** n`` values of the last dim, stacked along a new first dim."""
+        if not self.shape:
+            return torch.tensor([0, 1], device=self.device, dtype=self.dtype)
         n = self.space.n
         bits = (torch.arange(2**n).unsqueeze(-1) >> torch.arange(n - 1, -1, -1)) & 1
         bits = bits.to(self.device, self.dtype)
