@@ -29,6 +29,7 @@ from rl_transforms._image import CenterCrop, Crop, GrayScale, Resize, ToTensorIm
 from rl_transforms._normalization import ObservationNorm, VecNorm, VecNormV2
 from rl_transforms._primer import TensorDictPrimer, gSDENoise
 from rl_transforms._rb import RandomCropTensorDict
+from rl_transforms._recorders import PixelRenderTransform, TensorDictRecorder, VideoRecorder
 from rl_transforms._reward import (
     BinarizeReward,
     LineariseRewards,
@@ -86,6 +87,7 @@ __all__: list[str] = [
     "ObservationTransform",
     "PermuteTransform",
     "PinMemoryTransform",
+    "PixelRenderTransform",
     "RandomCropTensorDict",
     "RemoveEmptySpecs",
     "RenameTransform",
@@ -100,6 +102,7 @@ __all__: list[str] = [
     "Stack",
     "StepCounter",
     "TargetReturn",
+    "TensorDictRecorder",
     "TensorDictPrimer",
     "TimeMaxPool",
     "Timer",
@@ -111,4 +114,5 @@ __all__: list[str] = [
     "UnsqueezeTransform",
     "VecNorm",
     "VecNormV2",
+    "VideoRecorder",
 ]
