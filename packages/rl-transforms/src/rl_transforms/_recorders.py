@@ -56,7 +56,7 @@ def make_video_grid(frames: torch.Tensor) -> torch.Tensor:
 
     Examples:
         >>> make_video_grid(torch.ones(5, 3, 2, 2, dtype=torch.uint8)).shape
-        torch.Size([3, 6, 6])
+        torch.Size([3, 4, 6])
     """
     count, channels, height, width = frames.shape
     cols = math.ceil(math.sqrt(count))

@@ -30,6 +30,14 @@ def scalar_items(
     return out
 
 
+def no_histograms(owner: str, name: str) -> NotImplementedError:
+    """The error of a logger whose backend stores no histograms."""
+    return NotImplementedError(
+        f"{owner} cannot log histograms (asked for {name!r}). Use TensorboardLogger or "
+        f"WandbLogger, or log summary statistics with log_scalar."
+    )
+
+
 class Logger(abc.ABC):
     """A template for loggers.
 

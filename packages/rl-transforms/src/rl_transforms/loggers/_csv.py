@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from tensordict import MemoryMappedTensor
 
-from rl_transforms.loggers._common import Logger
+from rl_transforms.loggers._common import Logger, no_histograms
 from rl_transforms.loggers._video import check_video, write_mp4
 
 VIDEO_FORMATS = ("pt", "memmap", "mp4")
@@ -203,10 +203,7 @@ class CSVLogger(Logger):
         Raises:
             NotImplementedError: always.
         """
-        raise NotImplementedError(
-            f"CSVLogger cannot log histograms (asked for {name!r}). Use TensorboardLogger or "
-            f"WandbLogger, or log summary statistics with log_scalar."
-        )
+        raise no_histograms("CSVLogger", name)
 
     def __repr__(self) -> str:
         return f"CSVLogger(exp_name={self.exp_name}, experiment={self.experiment!r})"

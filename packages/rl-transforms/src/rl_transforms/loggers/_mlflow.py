@@ -10,7 +10,7 @@ from typing import Any
 import torch
 
 from rl_transforms._backends import LOGGERS, require
-from rl_transforms.loggers._common import Logger
+from rl_transforms.loggers._common import Logger, no_histograms
 from rl_transforms.loggers._video import check_video, write_mp4
 
 
@@ -120,10 +120,7 @@ class MLFlowLogger(Logger):
         Raises:
             NotImplementedError: always.
         """
-        raise NotImplementedError(
-            f"MLFlowLogger cannot log histograms (asked for {name!r}). Use TensorboardLogger "
-            f"or WandbLogger, or log summary statistics with log_scalar."
-        )
+        raise no_histograms("MLFlowLogger", name)
 
     def __repr__(self) -> str:
         return f"MLFlowLogger(exp_name={self.exp_name}, tracking_uri={self.tracking_uri})"
