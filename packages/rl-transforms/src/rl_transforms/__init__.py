@@ -25,8 +25,10 @@ from rl_transforms._flow import (
     FrameSkipTransform,
     NoopResetEnv,
 )
+from rl_transforms._hash import Hash
 from rl_transforms._image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
 from rl_transforms._normalization import ObservationNorm, VecNorm, VecNormV2
+from rl_transforms._policy_switch import ConditionalPolicySwitch
 from rl_transforms._primer import TensorDictPrimer, gSDENoise
 from rl_transforms._rb import RandomCropTensorDict
 from rl_transforms._recorders import PixelRenderTransform, TensorDictRecorder, VideoRecorder
@@ -67,6 +69,7 @@ __all__: list[str] = [
     "CenterCrop",
     "ClipTransform",
     "Compose",
+    "ConditionalPolicySwitch",
     "ConditionalSkip",
     "Crop",
     "DeviceCastTransform",
@@ -79,6 +82,7 @@ __all__: list[str] = [
     "FlattenObservation",
     "FrameSkipTransform",
     "GrayScale",
+    "Hash",
     "gSDENoise",
     "InitTracker",
     "LineariseRewards",
