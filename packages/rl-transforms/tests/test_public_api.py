@@ -81,6 +81,7 @@ DOCUMENTED = [
     "Timer",
     "TrajCounter",
     "ToTensorImage",
+    "Tokenizer",
     "Transform",
     "TransformedEnv",
     "UnaryTransform",

@@ -54,6 +54,7 @@ from rl_transforms._shape import (
     UnsqueezeTransform,
 )
 from rl_transforms._temporal import CatFrames, TimeMaxPool
+from rl_transforms._tokenizer import Tokenizer
 from rl_transforms._trajectories import TrajCounter
 
 __version__ = "0.1.0"
@@ -111,6 +112,7 @@ __all__: list[str] = [
     "TimeMaxPool",
     "Timer",
     "ToTensorImage",
+    "Tokenizer",
     "TrajCounter",
     "Transform",
     "TransformedEnv",
