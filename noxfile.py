@@ -26,8 +26,15 @@ nox.options.sessions = ["unit", "extras", "integration", "docs", "lint"]
 # The torch release CI tests against. `RL_STACK_TORCH="torch>=2.5"` tests another one.
 TORCH = os.environ.get("RL_STACK_TORCH", "torch==2.13.0")
 TEST_TOOLS = ["pytest>=8", "hypothesis>=6"]
-# Every distribution, editable, with the backends the integration tests and benchmarks use.
-FULL_STACK = ["-e", "packages/rl-stack[gym,envpool]", "-e", "packages/rl-replay[h5]"]
+# Every distribution, editable, with the backends the integration tests and benchmarks use
+# (gymnasium's classic-control renderer for the seed examples that record videos).
+FULL_STACK = [
+    "-e",
+    "packages/rl-stack[gym,envpool,video]",
+    "-e",
+    "packages/rl-replay[h5]",
+    "gymnasium[classic-control]",
+]
 
 
 def _pyproject(dist: str) -> dict:
