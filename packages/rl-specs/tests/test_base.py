@@ -239,6 +239,11 @@ class TestTensorSpec:
         assert spec.encode([1.0, 2.0, 3.0, 4.0]).shape == (2, 2)
         with pytest.raises(ValueError, match="Reshape the value"):
             spec.encode([1.0, 2.0, 3.0])
+        with pytest.raises(ValueError, match="Shape mismatch") as info:
+            spec.encode(np.zeros((3, 2, 2)))  # a batch needs a batched spec
+        assert isinstance(info.value, RuntimeError)  # what code written for TorchRL catches
+        assert spec.expand(3, 2, 2).encode(np.zeros((3, 2, 2))).shape == (3, 2, 2)
+        assert Unbounded(shape=(-1, 2)).encode(np.zeros((5, 2))).shape == (5, 2)
         readonly = np.zeros((2, 2), dtype=np.float32)
         readonly.flags.writeable = False
         assert spec.encode(readonly).shape == (2, 2)

@@ -9,11 +9,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._errors import _NotInSpecError, _NotInSpecTypeError
+from ._errors import _MismatchError, _NotInSpecError, _NotInSpecTypeError
 from ._indexing import _checked_index
-
-#: Size stored in place of a dynamic (``-1``) dim when shapes are computed on meta tensors.
-_DYN_PLACEHOLDER = 1_000_003
+from ._shapes import _dynamic_dims, _pos_dim, _shape_after, _shape_matches
 
 ShapeLike = torch.Size | Sequence[int] | int
 DeviceLike = torch.device | str | int | None
@@ -78,34 +76,6 @@ def _as_dtype(dtype: Any, default: torch.dtype, *, owner: str) -> torch.dtype:
     )
 
 
-def _dynamic_dims(shape: torch.Size) -> list[int]:
-    return [i for i, d in enumerate(shape) if d == -1]
-
-
-def _to_meta_shape(shape: torch.Size) -> torch.Size:
-    return torch.Size(_DYN_PLACEHOLDER if d == -1 else d for d in shape)
-
-
-def _from_meta_shape(shape: torch.Size) -> torch.Size:
-    return torch.Size(-1 if d == _DYN_PLACEHOLDER else d for d in shape)
-
-
-def _shape_after(shape: torch.Size, op: Callable[[torch.Tensor], torch.Tensor]) -> torch.Size:
-    """Shape that ``op`` gives a tensor of ``shape``, computed on a meta tensor (no data)."""
-    return _from_meta_shape(op(torch.empty(_to_meta_shape(shape), device="meta")).shape)
-
-
-def _shape_matches(val_shape: torch.Size, spec_shape: torch.Size) -> bool:
-    """Whether ``val_shape`` ends with ``spec_shape`` (``-1`` dims of the spec match any size)."""
-    if val_shape == spec_shape:
-        return True
-    n = len(spec_shape)
-    if len(val_shape) < n:
-        return False
-    tail = val_shape[len(val_shape) - n :]
-    return all(s == -1 or s == v for s, v in zip(spec_shape, tail, strict=True))
-
-
 def _expand_target(old: torch.Size, shape: Any, *, owner: str) -> torch.Size:  # Any: ShapeLike
     """The shape that expanding ``old`` to ``shape`` gives.
 
@@ -144,14 +114,6 @@ def _unbind_at(spec: Any, pos: int) -> tuple:  # Any: a TensorSpec (leaf or comp
         )
     lead = (slice(None),) * pos
     return tuple(spec[(*lead, i)] for i in range(spec.shape[pos]))
-
-
-def _pos_dim(dim: int, ndim: int, *, owner: str) -> int:
-    if not -ndim <= dim < ndim:
-        raise IndexError(
-            f"{owner} expected dim in [{-ndim}, {ndim - 1}], got dim={dim}. Pick an existing dim."
-        )
-    return dim % ndim
 
 
 class TensorSpec:
@@ -348,12 +310,24 @@ class TensorSpec:
     def encode(self, val: Any, *, ignore_device: bool = False) -> torch.Tensor:
         """Build a tensor of the spec from a numpy array, a python value or a tensor.
 
+        The value is reshaped to the spec's shape when it has as many elements; a batch
+        of values is encoded by ``spec.expand(*batch, *spec.shape)``.
+
         Args:
             val: the value to encode.
             ignore_device (bool, optional): keep the value's device. Defaults to ``False``.
 
         Raises:
-            ValueError: if the value's number of elements cannot fit the spec's shape.
+            ValueError: if the value's number of elements does not fit the spec's shape
+                (also a ``RuntimeError``, as TorchRL raises).
+
+        Examples:
+            >>> import numpy as np
+            >>> from rl_specs import Unbounded
+            >>> Unbounded(shape=(2, 2)).encode(np.arange(4.0)).shape
+            torch.Size([2, 2])
+            >>> Unbounded(shape=(2,)).expand(3, 2).encode(np.zeros((3, 2))).shape
+            torch.Size([3, 2])
         """
         device = None if ignore_device else self.device
         if isinstance(val, np.ndarray) and not val.flags.writeable:
@@ -362,13 +336,15 @@ class TensorSpec:
         return self._fit_shape(out)
 
     def _fit_shape(self, out: torch.Tensor) -> torch.Tensor:
-        if _shape_matches(out.shape, self.shape):
+        shape = self.shape
+        if out.shape == shape or (out.ndim == len(shape) and _shape_matches(out.shape, shape)):
             return out
-        if not self.is_dynamic and out.numel() == self.shape.numel():
-            return out.reshape(self.shape)
-        raise ValueError(
-            f"{type(self).__name__} expected a value of shape {tuple(self.shape)}, got "
-            f"shape {tuple(out.shape)}. Reshape the value to the spec's shape."
+        if not self.is_dynamic and out.numel() == shape.numel():
+            return out.reshape(shape)
+        raise _MismatchError(
+            f"{type(self).__name__}.encode expected a value of shape {tuple(shape)} (or with "
+            f"as many elements), got shape {tuple(out.shape)}: Shape mismatch. Reshape the "
+            "value, or encode a batch with spec.expand(*batch, *spec.shape).encode(value)."
         )
 
     def to_numpy(self, val: torch.Tensor, safe: bool | None = None) -> np.ndarray:

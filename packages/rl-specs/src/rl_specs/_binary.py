@@ -6,8 +6,9 @@ from typing import Any
 
 import torch
 
-from ._base import DeviceLike, ShapeLike, TensorSpec, _as_device, _as_dtype, _as_shape, _pos_dim
+from ._base import DeviceLike, ShapeLike, TensorSpec, _as_device, _as_dtype, _as_shape
 from ._categorical import Categorical
+from ._shapes import _pos_dim
 from ._spaces import BinaryBox
 
 

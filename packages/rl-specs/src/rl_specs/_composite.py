@@ -15,8 +15,6 @@ from ._base import (
     _as_device,
     _as_shape,
     _expand_target,
-    _pos_dim,
-    _shape_after,
     _unbind_at,
 )
 from ._composite_data import _CompositeDataMixin
@@ -24,6 +22,7 @@ from ._indexing import _checked_index, _normalize_index
 from ._keys import _CompositeKeysView, _is_key, _split_key
 from ._lock import _LockableMixin
 from ._non_tensor import NonTensor
+from ._shapes import _pos_dim, _shape_after
 
 _EMPTY = torch.Size([])
 
@@ -211,30 +210,6 @@ class Composite(_LockableMixin, _CompositeDataMixin, TensorSpec):
             if isinstance(spec, Composite):
                 spec.clear_device_()
         return self
-
-    def cardinality(self) -> int:
-        """The number of distinct samples: the product of the leaves' cardinalities.
-
-        Raises:
-            TypeError: if a leaf has no finite cardinality (e.g. a continuous spec).
-
-        Examples:
-            >>> from rl_specs import Binary, Categorical
-            >>> Composite(a=Categorical(3), b=Binary(2)).cardinality()
-            12
-        """
-        total = 1
-        for key, spec in self.items(include_nested=True, leaves_only=True):
-            if spec is None:
-                continue
-            if not hasattr(spec, "cardinality"):
-                raise TypeError(
-                    f"Composite.cardinality needs discrete leaves, but {key!r} is a "
-                    f"{type(spec).__name__} with no finite cardinality. Exclude it first "
-                    "with spec.exclude(key)."
-                )
-            total *= spec.cardinality()
-        return total
 
     def _lock_children(self, recurse: bool) -> Iterator[Composite]:
         if recurse:

@@ -52,6 +52,30 @@ class _CompositeDataMixin:
         """Ones for every entry, as a TensorDict of batch size ``(*shape, *self.shape)``."""
         return self._generate(shape, "one")
 
+    def cardinality(self) -> int:
+        """The number of distinct samples: the product of the leaves' cardinalities.
+
+        Raises:
+            TypeError: if a leaf has no finite cardinality (e.g. a continuous spec).
+
+        Examples:
+            >>> from rl_specs import Binary, Categorical, Composite
+            >>> Composite(a=Categorical(3), b=Binary(2)).cardinality()
+            12
+        """
+        total = 1
+        for key, spec in self.items(include_nested=True, leaves_only=True):
+            if spec is None:
+                continue
+            if not hasattr(spec, "cardinality"):
+                raise TypeError(
+                    f"Composite.cardinality needs discrete leaves, but {key!r} is a "
+                    f"{type(spec).__name__} with no finite cardinality. Exclude it first "
+                    "with spec.exclude(key)."
+                )
+            total *= spec.cardinality()
+        return total
+
     def is_in(self, val: TensorDictBase | Mapping) -> bool:
         """Whether every entry of ``val`` belongs to its spec.
 

@@ -7,8 +7,9 @@ from typing import Any
 import torch
 from tensordict import NonTensorData, NonTensorStack, is_non_tensor
 
-from ._base import DeviceLike, ShapeLike, TensorSpec, _shape_matches
+from ._base import DeviceLike, ShapeLike, TensorSpec
 from ._errors import _NotInSpecError
+from ._shapes import _shape_matches
 from ._spaces import NonTensorBox
 
 _DEFAULT_SHAPE = torch.Size((1,))

@@ -15,13 +15,12 @@ from ._base import (
     ShapeLike,
     TensorSpec,
     _as_shape,
-    _pos_dim,
-    _shape_after,
 )
 from ._composite import Composite
-from ._errors import _StackError
+from ._errors import _MismatchError
 from ._indexing import _normalize_index
 from ._keys import _is_key, _split_key
+from ._shapes import _pos_dim, _shape_after
 from ._stack_values import _StackValuesMixin
 
 
@@ -51,13 +50,13 @@ def _check_members(specs: Sequence[Any], dim: int, *, owner: str) -> int:
             )
     ndims = {spec.ndim for spec in specs}
     if len(ndims) != 1:
-        raise _StackError(
+        raise _MismatchError(
             f"{owner} expected specs with the same number of dims. Ndims differ, got shapes "
             f"{[tuple(s.shape) for s in specs]}. Unsqueeze or reshape them first."
         )
     devices = {spec.device for spec in specs} - {None}
     if len(devices) > 1:
-        raise _StackError(
+        raise _MismatchError(
             f"{owner} expected specs on one device, got {sorted(map(str, devices))}. "
             "Move them with spec.to(device) first."
         )
@@ -100,14 +99,14 @@ def _torch_stack(specs: Sequence[TensorSpec], dim: int = 0) -> TensorSpec:
         leaves = [spec for spec in specs if not isinstance(spec, type(first))]
     if leaves:
         names = sorted({type(spec).__name__ for spec in specs})
-        raise _StackError(
+        raise _MismatchError(
             f"torch.stack got specs of the classes {names}. Stacking specs cannot occur: "
             "Found more than one type of specs in the list. Convert them to one class, or "
             "stack the Composites that hold them (their entries may differ)."
         )
     dtypes = list(dict.fromkeys(spec.dtype for spec in specs))
     if first is not None and not isinstance(first, Composite) and len(dtypes) > 1:
-        raise _StackError(
+        raise _MismatchError(
             f"torch.stack expected specs of one dtype. Dtypes differ, got {dtypes}. "
             "Cast them first, e.g. spec.to(torch.float32)."
         )
