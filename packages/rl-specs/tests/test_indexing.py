@@ -64,6 +64,12 @@ class TestIndexing:
         with pytest.raises(IndexError, match="Use indices in"):
             make()[index]
 
+    def test_keys_and_float_indices_are_refused_by_leaves(self):
+        with pytest.raises(TypeError, match="Keys index Composite specs"):
+            Unbounded(shape=(3,))["observation"]
+        with pytest.raises(IndexError, match=r"index\.long\(\)"):
+            Unbounded(shape=(3,))[torch.tensor([0.0])]
+
     def test_index_select_checks_bounds(self):
         spec = Categorical(4, shape=(5,))
         with pytest.raises(IndexError, match="index 10 for dim 0 of size 5"):

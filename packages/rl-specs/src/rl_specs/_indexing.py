@@ -88,9 +88,19 @@ def _output_dim(idx: list, shape: torch.Size, k: int, dim: int) -> int:
 
 
 def _check_bounds(item: Any, size: int, dim: int, *, owner: str) -> None:  # Any: int or array
+    if isinstance(item, str):
+        raise TypeError(
+            f"{owner} is indexed like a tensor (ints, slices, index arrays), got the key "
+            f"{item!r}. Keys index Composite specs, which hold the leaf specs."
+        )
     values = torch.as_tensor(item)
     if values.dtype is torch.bool or not values.numel():
         return
+    if values.is_floating_point() or values.is_complex():
+        raise IndexError(
+            f"{owner} got an index of dtype {values.dtype}; indices are integers or booleans. "
+            "Cast the index with index.long()."
+        )
     low, high = int(values.min()), int(values.max())
     if low < -size or high >= size:
         bad = low if low < -size else high
