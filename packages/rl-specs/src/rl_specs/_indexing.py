@@ -88,6 +88,10 @@ def _output_dim(idx: list, shape: torch.Size, k: int, dim: int) -> int:
 
 
 def _check_bounds(item: Any, size: int, dim: int, *, owner: str) -> None:  # Any: int or array
+    if type(item) is int:  # the common case, without building a tensor
+        if not -size <= item < size:
+            _out_of_bounds(item, size, dim, owner=owner)
+        return
     if isinstance(item, str):
         raise TypeError(
             f"{owner} is indexed like a tensor (ints, slices, index arrays), got the key "
@@ -103,8 +107,11 @@ def _check_bounds(item: Any, size: int, dim: int, *, owner: str) -> None:  # Any
         )
     low, high = int(values.min()), int(values.max())
     if low < -size or high >= size:
-        bad = low if low < -size else high
-        raise IndexError(
-            f"{owner} got index {bad} for dim {dim} of size {size}. Use indices in "
-            f"[{-size}, {size - 1}]."
-        )
+        _out_of_bounds(low if low < -size else high, size, dim, owner=owner)
+
+
+def _out_of_bounds(index: int, size: int, dim: int, *, owner: str) -> None:
+    raise IndexError(
+        f"{owner} got index {index} for dim {dim} of size {size}. Use indices in "
+        f"[{-size}, {size - 1}]."
+    )
