@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from rl_datasets._base import BaseDatasetExperienceReplay
+from rl_datasets._d4rl import D4RLExperienceReplay
+
 __version__ = "0.1.0"
 
-__all__: list[str] = []
+__all__ = [
+    "BaseDatasetExperienceReplay",
+    "D4RLExperienceReplay",
+]
