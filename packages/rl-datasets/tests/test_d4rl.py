@@ -135,7 +135,9 @@ class TestD4RLExperienceReplay:
         target = served.directory / D4RL_FILES[DATASET]
         target.parent.mkdir(parents=True)
         target.write_bytes(b"not an hdf5 file" * 10)
-        with pytest.raises(ValueError, match=r"maze2d-umaze-sparse-v1\.hdf5 .* not a readable HDF5"):
+        with pytest.raises(
+            ValueError, match=r"maze2d-umaze-sparse-v1\.hdf5 .* not a readable HDF5"
+        ):
             D4RLExperienceReplay(DATASET, 8, root=root)
 
     def test_file_without_d4rl_entries_is_an_error(self, served, monkeypatch, root):

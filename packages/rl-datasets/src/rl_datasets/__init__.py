@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from rl_datasets._base import BaseDatasetExperienceReplay
 from rl_datasets._d4rl import D4RLExperienceReplay
+from rl_datasets._minari import MinariExperienceReplay
+from rl_datasets._roboset import RobosetExperienceReplay
+from rl_datasets._vd4rl import VD4RLExperienceReplay
 
 __version__ = "0.1.0"
 
 __all__ = [
     "BaseDatasetExperienceReplay",
     "D4RLExperienceReplay",
+    "MinariExperienceReplay",
+    "RobosetExperienceReplay",
+    "VD4RLExperienceReplay",
 ]

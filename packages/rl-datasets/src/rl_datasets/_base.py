@@ -181,8 +181,6 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
             _paths.publish(work, self.data_path)
 
     def _episodes_of(self, data: TensorDictBase) -> torch.Tensor:
-        if "episode" in data.keys():
-            return data.get("episode")
         return episode_ids(data.get(("next", "done")))
 
     def _load(self, buffer_kwargs: dict[str, Any], writer: Any) -> None:

@@ -52,7 +52,7 @@ class LocalFileServer:
         truncate: dict[str, int] | None = None,
     ) -> None:
         self.directory = Path(directory)
-        self.hub_repos = {k: Path(v) for k, v in (hub_repos or {}).items()}
+        self.hub_repos = hub_repos if hub_repos is not None else {}  # read per request
         self.truncate = dict(truncate or {})
         self.requests: list[tuple[str, str, str | None]] = []
         self._server: http.server.ThreadingHTTPServer | None = None
@@ -102,7 +102,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         owner = self.server_owner
         path = unquote(urlsplit(self.path).path)
         owner.requests.append((self.command, path, self.headers.get("Range")))
-        for prefix, folder in owner.hub_repos.items():
+        for prefix, folder in list(owner.hub_repos.items()):
+            folder = Path(folder)
             api = f"/api/{prefix}"
             if path.startswith(api + "/revision/") or path == api:
                 return self._json(_repo_info(prefix, folder), head)
@@ -177,7 +178,11 @@ def _repo_info(prefix: str, folder: Path) -> dict[str, Any]:
                 "rfilename": file.relative_to(folder).as_posix(),
                 "size": len(data),
                 "blobId": hashlib.sha1(data).hexdigest(),
-                "lfs": {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)},
+                "lfs": {
+                    "sha256": hashlib.sha256(data).hexdigest(),
+                    "size": len(data),
+                    "pointerSize": 134,
+                },
             }
         )
     return {"id": prefix.split("/", 1)[1], "sha": _COMMIT, "siblings": siblings, "private": False}
@@ -193,7 +198,11 @@ def _tree(folder: Path) -> list[dict[str, Any]]:
                 "path": file.relative_to(folder).as_posix(),
                 "size": len(data),
                 "oid": hashlib.sha1(data).hexdigest(),
-                "lfs": {"oid": hashlib.sha256(data).hexdigest(), "size": len(data)},
+                "lfs": {
+                    "oid": hashlib.sha256(data).hexdigest(),
+                    "size": len(data),
+                    "pointerSize": 134,
+                },
             }
         )
     return out
