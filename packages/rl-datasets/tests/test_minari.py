@@ -98,7 +98,7 @@ class TestMinariExperienceReplay:
 
     def test_missing_files_in_the_repo_is_an_error(self, hub, root):
         hub.repo("farama-minari/D4RL")
-        with pytest.raises(ValueError, match="has no .hdf5/.json file under 'door/human-v2'"):
+        with pytest.raises(ValueError, match=r"has no \.hdf5/\.json file under 'door/human-v2'"):
             MinariExperienceReplay(DATASET, batch_size=2, root=root)
 
     def test_unknown_id_suggests_close_ids(self, root):

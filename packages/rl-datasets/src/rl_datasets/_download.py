@@ -50,6 +50,11 @@ def _open(url: str, offset: int, owner: str) -> http.client.HTTPResponse | None:
     except urllib.error.HTTPError as err:
         if err.code == 416 and offset:  # the .part already holds every byte
             return None
+        if err.code == 404:
+            raise FileNotFoundError(
+                f"{owner} could not download {url}: the server has no such file (HTTP 404). "
+                "Check the dataset id and the source URL."
+            ) from err
         raise ConnectionError(
             f"{owner} could not download {url}: the server answered HTTP {err.code} "
             f"({err.reason}). Check the dataset id and the source URL, then retry."
@@ -82,7 +87,8 @@ def download_file(
     """Download ``url`` to ``dest`` (resuming ``dest.part``); return ``dest``.
 
     Raises:
-        ConnectionError: if the server cannot be reached or answers an error.
+        FileNotFoundError: if the server has no such file (HTTP 404).
+        ConnectionError: if the server cannot be reached or answers another error.
         OSError: if the disk has less free space than the announced size.
         ValueError: if the download is truncated or its SHA-256 differs (the message names
             the file; a truncated ``.part`` is kept and resumed by the next call).
