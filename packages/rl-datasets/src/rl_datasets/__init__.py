@@ -7,6 +7,7 @@ from rl_datasets._base import BaseDatasetExperienceReplay
 from rl_datasets._d4rl import D4RLExperienceReplay
 from rl_datasets._gen_dgrl import GenDGRLExperienceReplay
 from rl_datasets._minari import MinariExperienceReplay
+from rl_datasets._openml import OpenMLExperienceReplay
 from rl_datasets._roboset import RobosetExperienceReplay
 from rl_datasets._vd4rl import VD4RLExperienceReplay
 
@@ -18,6 +19,7 @@ __all__ = [
     "D4RLExperienceReplay",
     "GenDGRLExperienceReplay",
     "MinariExperienceReplay",
+    "OpenMLExperienceReplay",
     "RobosetExperienceReplay",
     "VD4RLExperienceReplay",
 ]

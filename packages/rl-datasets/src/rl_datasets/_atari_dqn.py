@@ -13,7 +13,7 @@ from __future__ import annotations
 import gzip
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -91,7 +91,7 @@ class AtariDQNExperienceReplay(BaseDatasetExperienceReplay):
     """
 
     _source = "atari"
-    available_datasets: list[str] = [f"{g}/{run}" for g in _GAMES for run in range(1, 6)]
+    available_datasets: ClassVar[list[str]] = [f"{g}/{run}" for g in _GAMES for run in range(1, 6)]
 
     def __init__(
         self,

@@ -6,7 +6,7 @@ import importlib.util
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -87,7 +87,7 @@ class D4RLExperienceReplay(BaseDatasetExperienceReplay):
     """
 
     _source = "d4rl"
-    available_datasets: list[str] = sorted(D4RL_FILES)
+    available_datasets: ClassVar[list[str]] = sorted(D4RL_FILES)
 
     def __init__(
         self,

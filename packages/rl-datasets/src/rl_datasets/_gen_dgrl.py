@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tarfile
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from tensordict import TensorDictBase
@@ -71,7 +71,7 @@ class GenDGRLExperienceReplay(BaseDatasetExperienceReplay):
     """
 
     _source = "gen_dgrl"
-    available_datasets: list[str] = [f"{g}-{c}" for g in _GAMES for c in _CATEGORIES]
+    available_datasets: ClassVar[list[str]] = [f"{g}-{c}" for g in _GAMES for c in _CATEGORIES]
 
     def __init__(
         self,

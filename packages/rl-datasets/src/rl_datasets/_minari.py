@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from tensordict import TensorDictBase
@@ -113,7 +113,7 @@ class MinariExperienceReplay(BaseDatasetExperienceReplay):
     """
 
     _source = "minari"
-    available_datasets: list[str] = sorted(_KNOWN)
+    available_datasets: ClassVar[list[str]] = sorted(_KNOWN)
 
     def __init__(
         self,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import torch
@@ -81,7 +81,7 @@ class VD4RLExperienceReplay(BaseDatasetExperienceReplay):
     """
 
     _source = "vd4rl"
-    available_datasets: list[str] = _KNOWN
+    available_datasets: ClassVar[list[str]] = _KNOWN
 
     def __init__(
         self,
