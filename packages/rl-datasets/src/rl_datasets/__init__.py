@@ -8,6 +8,7 @@ from rl_datasets._d4rl import D4RLExperienceReplay
 from rl_datasets._gen_dgrl import GenDGRLExperienceReplay
 from rl_datasets._minari import MinariExperienceReplay
 from rl_datasets._openml import OpenMLExperienceReplay
+from rl_datasets._openx import OpenXExperienceReplay
 from rl_datasets._roboset import RobosetExperienceReplay
 from rl_datasets._vd4rl import VD4RLExperienceReplay
 
@@ -20,6 +21,7 @@ __all__ = [
     "GenDGRLExperienceReplay",
     "MinariExperienceReplay",
     "OpenMLExperienceReplay",
+    "OpenXExperienceReplay",
     "RobosetExperienceReplay",
     "VD4RLExperienceReplay",
 ]

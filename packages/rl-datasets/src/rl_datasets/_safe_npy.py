@@ -14,7 +14,7 @@ from typing import IO, Any
 
 import numpy as np
 
-__all__ = ["load_npy"]
+__all__ = ["load_npy", "load_pickle"]
 
 _ALLOWED = {
     ("numpy.core.multiarray", "_reconstruct"),
@@ -23,6 +23,9 @@ _ALLOWED = {
     ("numpy._core.multiarray", "scalar"),
     ("numpy", "ndarray"),
     ("numpy", "dtype"),
+    ("numpy.core.numeric", "_frombuffer"),
+    ("numpy._core.numeric", "_frombuffer"),
+    ("_codecs", "encode"),
     ("collections", "OrderedDict"),
 }
 
@@ -80,3 +83,17 @@ def load_npy(stream: IO[bytes], name: str) -> Any:
     if isinstance(value, np.ndarray) and value.dtype.hasobject and value.shape == ():
         return value.item()
     return value
+
+
+def load_pickle(data: bytes, name: str) -> Any:
+    """Unpickle ``data`` allowing only numpy arrays and plain containers.
+
+    Raises:
+        ValueError: if the payload asks for anything else (it is not executed).
+    """
+    try:
+        return _ArraysOnly(io.BytesIO(data)).load()
+    except (pickle.UnpicklingError, EOFError, AttributeError, ValueError) as err:
+        raise ValueError(
+            f"{name} is not a plain pickled record ({err}). It is rejected, never executed."
+        ) from err
