@@ -27,7 +27,14 @@ nox.options.sessions = ["unit", "extras", "integration", "docs", "lint"]
 TORCH = os.environ.get("RL_STACK_TORCH", "torch==2.13.0")
 TEST_TOOLS = ["pytest>=8", "hypothesis>=6"]
 # Every distribution, editable, with the backends the integration tests and benchmarks use.
-FULL_STACK = ["-e", "packages/rl-stack[gym,envpool]", "-e", "packages/rl-replay[h5]"]
+FULL_STACK = [
+    "-e",
+    "packages/rl-stack[gym,envpool]",
+    "-e",
+    "packages/rl-replay[h5]",
+    "-e",
+    "packages/rl-datasets[hub]",  # the hub-hosted datasets (and h5py) of the datasets examples
+]
 
 
 def _pyproject(dist: str) -> dict:
