@@ -92,9 +92,15 @@ def map_rows(
     with tqdm(total=num_rows, unit="row", desc="preprocess", disable=not pbar) as bar:
         if pool is None and workers <= 1:
             target = TensorDict.load_memmap(dest)
-            for start, stop in ranges:
-                _write(fn, reader, target, start, stop)
-                bar.update(stop - start)
+            threads = torch.get_num_threads()
+            # like a worker: copies between memory-mapped files slow down with more threads
+            torch.set_num_threads(worker_threads)
+            try:
+                for start, stop in ranges:
+                    _write(fn, reader, target, start, stop)
+                    bar.update(stop - start)
+            finally:
+                torch.set_num_threads(threads)
             return
         if pool is not None:
             raise ValueError(
