@@ -42,11 +42,21 @@ def _pyproject(dist: str) -> dict:
 
 
 MEMBERS = sorted(p.parent.name for p in PACKAGES.glob("*/pyproject.toml"))
+
+
+# An extra whose requirements all belong to another extra of the same distribution is
+# tested by that extra's session (rl-datasets[h5] by rl-datasets[hub]).
+def _covered(extras: dict[str, list[str]], extra: str) -> bool:
+    return any(o != extra and set(extras[extra]) < set(extras[o]) for o in extras)
+
+
 # (distribution, extra) pairs whose tests need a backend (rl-stack's demo tests need gym).
 EXTRAS = [
     (dist, extra)
     for dist in MEMBERS
-    for extra in _pyproject(dist)["project"].get("optional-dependencies", {})
+    for extras in [_pyproject(dist)["project"].get("optional-dependencies", {})]
+    for extra in extras
+    if not _covered(extras, extra)
 ]
 
 
