@@ -110,3 +110,19 @@ def test_roboset_preprocess_is_kept_on_recreation(tmp_path, monkeypatch):
     sample = dataset.sample()
     assert "obs_norm" in sample.keys()
     torch.testing.assert_close(sample["obs_norm"], sample["observation"].norm(dim=-1))
+
+
+def test_cli_download_then_info(tmp_path, monkeypatch, capsys):
+    # rl-stack datasets download / info, against the local server
+    from rl_stack._cli import main
+
+    remote = tmp_path / "remote"
+    write_d4rl_file(remote / "gym_mujoco_v2" / "hopper_medium-v2.hdf5", 30, terminals=[9])
+    with LocalFileServer(remote) as server:
+        monkeypatch.setenv("RL_DATASETS_D4RL_URL", server.url)
+        argv = ["datasets", "download", "d4rl:hopper-medium-v2", "--root", str(tmp_path / "r")]
+        assert main(argv) == 0
+    assert "29 transitions" in capsys.readouterr().out
+    assert main(["datasets", "info", "d4rl:hopper-medium-v2", "--root", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "converted   yes" in out and "transitions 29" in out

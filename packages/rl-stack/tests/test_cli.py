@@ -138,23 +138,6 @@ class TestDatasetsCommand:
         out = capsys.readouterr().out
         assert str(tmp_path / "hopper-medium-v2") in out and "converted   no" in out
 
-    def test_download_converts_from_a_local_server(self, capsys, tmp_path, monkeypatch):
-        pytest.importorskip("h5py")
-        from rl_datasets.testing import LocalFileServer, write_d4rl_file
-
-        remote = tmp_path / "remote"
-        write_d4rl_file(remote / "gym_mujoco_v2" / "hopper_medium-v2.hdf5", 30, terminals=[9])
-        with LocalFileServer(remote) as server:
-            monkeypatch.setenv("RL_DATASETS_D4RL_URL", server.url)
-            argv = ["datasets", "download", "d4rl:hopper-medium-v2", "--root", str(tmp_path / "r")]
-            assert main(argv) == 0
-        assert "29 transitions" in capsys.readouterr().out
-        assert (
-            main(["datasets", "info", "d4rl:hopper-medium-v2", "--root", str(tmp_path / "r")]) == 0
-        )
-        out = capsys.readouterr().out
-        assert "converted   yes" in out and "transitions 29" in out
-
     @pytest.mark.parametrize(
         ("reference", "message"),
         [("hopper", "SOURCE:ID"), ("d4rl:hoper-medium-v2", "Did you mean: 'hopper-medium-v2'")],
