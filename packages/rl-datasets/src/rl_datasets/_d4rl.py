@@ -287,21 +287,28 @@ def _write_block(
     has_next = "next_observations" in arrays
     for key in step_keys:
         ted = _ted_key(key)
-        derived = ted[0] in ("observation", "info")
-        block = np.asarray(arrays[key][start : stop + 1 if derived else stop])
         dest = out.get(ted).numpy()
-        dest[start:stop] = block[: stop - start]
-        if not derived:
+        _read_into(arrays[key], dest, start, stop)
+        if ted[0] not in ("observation", "info"):
             continue
         nxt = out.get(("next", *ted)).numpy()
         if key == "observations" and has_next:
-            nxt[start:stop] = np.asarray(arrays["next_observations"][start:stop])
-        else:
-            nxt[start:stop] = block[1:]
+            _read_into(arrays["next_observations"], nxt, start, stop)
+        else:  # the following step's value: this block shifted, and the next block's first row
+            nxt[start : stop - 1] = dest[start + 1 : stop]
+            nxt[stop - 1] = arrays[key][stop]
         if key == "observations" and bool(done.any()):
             nxt[start:stop][done.numpy()] = 0  # unknown successors of done steps
     rewards = np.asarray(arrays["rewards"][start:stop])
     out.get(("next", "reward")).numpy()[start:stop, 0] = rewards
+
+
+def _read_into(source: Any, dest: np.ndarray, start: int, stop: int) -> None:
+    """Rows ``start:stop`` of an h5py dataset (read straight into ``dest``) or an array."""
+    if hasattr(source, "read_direct") and dest.flags.c_contiguous:
+        source.read_direct(dest, np.s_[start:stop], np.s_[start:stop])
+    else:
+        dest[start:stop] = np.asarray(source[start:stop])
 
 
 def _ted_key(key: str) -> tuple[str, ...]:
