@@ -26,14 +26,17 @@ nox.options.sessions = ["unit", "extras", "integration", "docs", "lint"]
 # The torch release CI tests against. `RL_STACK_TORCH="torch>=2.5"` tests another one.
 TORCH = os.environ.get("RL_STACK_TORCH", "torch==2.13.0")
 TEST_TOOLS = ["pytest>=8", "hypothesis>=6"]
-# Every distribution, editable, with the backends the integration tests and benchmarks use.
+# Every distribution, editable, with the backends the integration tests and benchmarks use
+# (gymnasium's classic-control renderer for the seed examples that record videos; the
+# hub-hosted datasets and h5py for the datasets examples).
 FULL_STACK = [
     "-e",
-    "packages/rl-stack[gym,envpool]",
+    "packages/rl-stack[gym,envpool,video]",
     "-e",
     "packages/rl-replay[h5]",
     "-e",
-    "packages/rl-datasets[hub]",  # the hub-hosted datasets (and h5py) of the datasets examples
+    "packages/rl-datasets[hub]",
+    "gymnasium[classic-control]",
 ]
 
 

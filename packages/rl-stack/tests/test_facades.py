@@ -52,6 +52,14 @@ TORCHRL_PATHS = [
     "rl_stack.data.replay_buffers.writers",
     "rl_stack.data.replay_buffers.checkpointers",
     "rl_stack.data.datasets",
+    "rl_stack.record.recorder",
+    "rl_stack.record.loggers",
+    "rl_stack.record.loggers.common",
+    "rl_stack.record.loggers.csv",
+    "rl_stack.record.loggers.tensorboard",
+    "rl_stack.record.loggers.wandb",
+    "rl_stack.record.loggers.mlflow",
+    "rl_stack.record.loggers.utils",
 ]
 
 
@@ -71,3 +79,16 @@ def test_envs_submodules_are_attributes_after_importing_the_facade():
     assert rl_stack.envs.libs.gym.GymEnv is rl_stack.envs.GymEnv
     assert rl_stack.envs.utils.step_mdp is rl_stack.envs.step_mdp
     assert rl_stack.envs.make_composite_from_td is rl_stack.data.make_composite_from_td
+
+
+def test_record_facade_reexports_the_recorders_and_every_logger():
+    import rl_stack.record
+    import rl_transforms
+    import rl_transforms.loggers
+
+    for name in rl_transforms.loggers.__all__:
+        assert getattr(rl_stack.record, name) is getattr(rl_transforms.loggers, name), name
+    for name in ("VideoRecorder", "TensorDictRecorder", "PixelRenderTransform"):
+        assert getattr(rl_stack.record, name) is getattr(rl_transforms, name), name
+        assert getattr(rl_stack.envs, name) is getattr(rl_transforms, name), name
+    assert rl_stack.record.loggers.csv.CSVLogger is rl_stack.record.CSVLogger

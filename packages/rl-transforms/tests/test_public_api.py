@@ -17,6 +17,13 @@ OPTIONAL_BACKENDS = (
     "dm_control",
     "pettingzoo",
     "vmas",
+    "av",
+    "tensorboard",
+    "wandb",
+    "mlflow",
+    "moviepy",
+    "tokenizers",
+    "transformers",
 )
 
 
@@ -32,6 +39,7 @@ DOCUMENTED = [
     "CenterCrop",
     "ClipTransform",
     "Compose",
+    "ConditionalPolicySwitch",
     "ConditionalSkip",
     "Crop",
     "DTypeCastTransform",
@@ -44,6 +52,7 @@ DOCUMENTED = [
     "FlattenObservation",
     "FrameSkipTransform",
     "GrayScale",
+    "Hash",
     "InitTracker",
     "LineariseRewards",
     "NoopResetEnv",
@@ -53,6 +62,7 @@ DOCUMENTED = [
     "Reward2GoTransform",
     "PermuteTransform",
     "PinMemoryTransform",
+    "PixelRenderTransform",
     "RemoveEmptySpecs",
     "RenameTransform",
     "Resize",
@@ -65,23 +75,44 @@ DOCUMENTED = [
     "Stack",
     "StepCounter",
     "TargetReturn",
+    "TensorDictRecorder",
     "TensorDictPrimer",
     "TimeMaxPool",
     "Timer",
     "TrajCounter",
     "ToTensorImage",
+    "Tokenizer",
     "Transform",
     "TransformedEnv",
     "UnaryTransform",
     "UnsqueezeTransform",
     "VecNorm",
     "VecNormV2",
+    "VideoRecorder",
     "gSDENoise",
+]
+
+#: torchrl.record.loggers' documented names (trainers_loggers reference page).
+DOCUMENTED_LOGGERS = [
+    "CSVLogger",
+    "Logger",
+    "MLFlowLogger",
+    "TensorboardLogger",
+    "WandbLogger",
+    "generate_exp_name",
+    "get_logger",
 ]
 
 
 def test_all_is_pinned_to_the_documented_names():
     assert sorted(rl_transforms.__all__) == sorted(DOCUMENTED)
+
+
+def test_loggers_all_is_pinned_to_the_documented_names():
+    import rl_transforms.loggers
+
+    assert sorted(rl_transforms.loggers.__all__) == sorted(DOCUMENTED_LOGGERS)
+    assert all(hasattr(rl_transforms.loggers, name) for name in DOCUMENTED_LOGGERS)
 
 
 def test_version_matches_distribution_metadata():
@@ -95,7 +126,8 @@ def test_all_names_resolve():
 
 def test_import_loads_no_optional_backend():
     code = (
-        f"import sys, rl_transforms; print([m for m in {OPTIONAL_BACKENDS!r} if m in sys.modules])"
+        "import sys, rl_transforms, rl_transforms.loggers; "
+        f"print([m for m in {OPTIONAL_BACKENDS!r} if m in sys.modules])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -25,10 +25,13 @@ from rl_transforms._flow import (
     FrameSkipTransform,
     NoopResetEnv,
 )
+from rl_transforms._hash import Hash
 from rl_transforms._image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
 from rl_transforms._normalization import ObservationNorm, VecNorm, VecNormV2
+from rl_transforms._policy_switch import ConditionalPolicySwitch
 from rl_transforms._primer import TensorDictPrimer, gSDENoise
 from rl_transforms._rb import RandomCropTensorDict
+from rl_transforms._recorders import PixelRenderTransform, TensorDictRecorder, VideoRecorder
 from rl_transforms._reward import (
     BinarizeReward,
     LineariseRewards,
@@ -51,6 +54,7 @@ from rl_transforms._shape import (
     UnsqueezeTransform,
 )
 from rl_transforms._temporal import CatFrames, TimeMaxPool
+from rl_transforms._tokenizer import Tokenizer
 from rl_transforms._trajectories import TrajCounter
 
 __version__ = "0.1.0"
@@ -66,6 +70,7 @@ __all__: list[str] = [
     "CenterCrop",
     "ClipTransform",
     "Compose",
+    "ConditionalPolicySwitch",
     "ConditionalSkip",
     "Crop",
     "DeviceCastTransform",
@@ -78,6 +83,7 @@ __all__: list[str] = [
     "FlattenObservation",
     "FrameSkipTransform",
     "GrayScale",
+    "Hash",
     "gSDENoise",
     "InitTracker",
     "LineariseRewards",
@@ -86,6 +92,7 @@ __all__: list[str] = [
     "ObservationTransform",
     "PermuteTransform",
     "PinMemoryTransform",
+    "PixelRenderTransform",
     "RandomCropTensorDict",
     "RemoveEmptySpecs",
     "RenameTransform",
@@ -100,10 +107,12 @@ __all__: list[str] = [
     "Stack",
     "StepCounter",
     "TargetReturn",
+    "TensorDictRecorder",
     "TensorDictPrimer",
     "TimeMaxPool",
     "Timer",
     "ToTensorImage",
+    "Tokenizer",
     "TrajCounter",
     "Transform",
     "TransformedEnv",
@@ -111,4 +120,5 @@ __all__: list[str] = [
     "UnsqueezeTransform",
     "VecNorm",
     "VecNormV2",
+    "VideoRecorder",
 ]

@@ -200,6 +200,10 @@ class Transform(nn.Module):
     def _has_inverse(self) -> bool:
         return bool(self._in_keys_inv) or type(self)._inv_call is not Transform._inv_call
 
+    def dump(self, **kwargs: Any) -> None:  # Any: recorder options (suffix, step)
+        """Write what the transform recorded; a no-op except for recorders (and ``Compose``)."""
+        return None
+
     # ------------------------------------------------------------------ specs
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         """Map one ``in_key`` spec to its ``out_key`` spec. Defaults to a copy."""
@@ -481,6 +485,11 @@ class Compose(Transform):
 
     def _has_inverse(self) -> bool:
         return any(t._has_inverse() for t in self.transforms)
+
+    def dump(self, **kwargs: Any) -> None:  # Any: recorder options (suffix, step)
+        """Call ``dump`` on every transform of the chain (recorders write their data)."""
+        for t in self.transforms:
+            t.dump(**kwargs)
 
     def set_missing_tolerance(self, mode: bool = False) -> None:
         super().set_missing_tolerance(mode)
