@@ -66,13 +66,14 @@ def load_npy(stream: IO[bytes], name: str) -> Any:
     try:
         version = np.lib.format.read_magic(stream)
         if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(stream)
         else:
-            shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(stream)
         if not dtype.hasobject:
             count = int(np.prod(shape))
             data = stream.read(count * dtype.itemsize)
-            return np.frombuffer(data, dtype=dtype, count=count).reshape(shape).copy()
+            flat = np.frombuffer(data, dtype=dtype, count=count)
+            return flat.reshape(shape, order="F" if fortran_order else "C").copy()
         value = _ArraysOnly(
             io.BufferedReader(stream) if not hasattr(stream, "peek") else stream
         ).load()
