@@ -27,12 +27,15 @@ nox.options.sessions = ["unit", "extras", "integration", "docs", "lint"]
 TORCH = os.environ.get("RL_STACK_TORCH", "torch==2.13.0")
 TEST_TOOLS = ["pytest>=8", "hypothesis>=6"]
 # Every distribution, editable, with the backends the integration tests and benchmarks use
-# (gymnasium's classic-control renderer for the seed examples that record videos).
+# (gymnasium's classic-control renderer for the seed examples that record videos; the
+# hub-hosted datasets and h5py for the datasets examples).
 FULL_STACK = [
     "-e",
     "packages/rl-stack[gym,envpool,video]",
     "-e",
     "packages/rl-replay[h5]",
+    "-e",
+    "packages/rl-datasets[hub]",
     "gymnasium[classic-control]",
 ]
 
@@ -42,11 +45,21 @@ def _pyproject(dist: str) -> dict:
 
 
 MEMBERS = sorted(p.parent.name for p in PACKAGES.glob("*/pyproject.toml"))
+
+
+# An extra whose requirements all belong to another extra of the same distribution is
+# tested by that extra's session (rl-datasets[h5] by rl-datasets[hub]).
+def _covered(extras: dict[str, list[str]], extra: str) -> bool:
+    return any(o != extra and set(extras[extra]) < set(extras[o]) for o in extras)
+
+
 # (distribution, extra) pairs whose tests need a backend (rl-stack's demo tests need gym).
 EXTRAS = [
     (dist, extra)
     for dist in MEMBERS
-    for extra in _pyproject(dist)["project"].get("optional-dependencies", {})
+    for extras in [_pyproject(dist)["project"].get("optional-dependencies", {})]
+    for extra in extras
+    if not _covered(extras, extra)
 ]
 
 

@@ -8,7 +8,33 @@ from importlib import metadata
 
 import rl_datasets
 
-OPTIONAL_BACKENDS = ("gymnasium", "gym", "envpool", "h5py", "chess", "dm_control", "pettingzoo", "vmas")
+OPTIONAL_BACKENDS = (
+    "gymnasium",
+    "gym",
+    "envpool",
+    "h5py",
+    "chess",
+    "dm_control",
+    "pettingzoo",
+    "vmas",
+    "huggingface_hub",
+    "datasets",
+    "minari",
+    "sklearn",
+    "pandas",
+)
+# torchrl.data.datasets' documented names (seed 003, "Datasets")
+DOCUMENTED = [
+    "AtariDQNExperienceReplay",
+    "BaseDatasetExperienceReplay",
+    "D4RLExperienceReplay",
+    "GenDGRLExperienceReplay",
+    "MinariExperienceReplay",
+    "OpenMLExperienceReplay",
+    "OpenXExperienceReplay",
+    "RobosetExperienceReplay",
+    "VD4RLExperienceReplay",
+]
 
 
 def test_version_matches_distribution_metadata():
@@ -21,9 +47,10 @@ def test_all_names_resolve():
 
 
 def test_import_loads_no_optional_backend():
-    code = (
-        "import sys, rl_datasets; "
-        f"print([m for m in {OPTIONAL_BACKENDS!r} if m in sys.modules])"
-    )
+    code = f"import sys, rl_datasets; print([m for m in {OPTIONAL_BACKENDS!r} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_all_is_a_subset_of_the_documented_names():
+    assert set(rl_datasets.__all__) <= set(DOCUMENTED)

@@ -106,3 +106,43 @@ class TestDemoCommand:
         with pytest.raises(SystemExit) as excinfo:
             main(["demo", "--backend", "mujoco"])
         assert excinfo.value.code == 2
+
+
+class TestDatasetsCommand:
+    def test_list_names_every_source(self, capsys):
+        assert main(["datasets", "list"]) == 0
+        out = capsys.readouterr().out
+        for source in (
+            "d4rl",
+            "minari",
+            "atari_dqn",
+            "openml",
+            "openx",
+            "roboset",
+            "vd4rl",
+            "gen_dgrl",
+        ):
+            assert source in out
+
+    def test_list_of_a_source_marks_converted_ids(self, capsys, tmp_path):
+        converted = tmp_path / "hopper-medium-v2"
+        converted.mkdir()
+        (converted / ".complete").write_text("complete\n")
+        assert main(["datasets", "list", "d4rl", "--root", str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        assert "d4rl:hopper-medium-v2  [converted]" in out
+        assert "d4rl:walker2d-medium-v2\n" in out
+
+    def test_info_says_where_and_whether_converted(self, capsys, tmp_path):
+        assert main(["datasets", "info", "d4rl:hopper-medium-v2", "--root", str(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        assert str(tmp_path / "hopper-medium-v2") in out and "converted   no" in out
+
+    @pytest.mark.parametrize(
+        ("reference", "message"),
+        [("hopper", "SOURCE:ID"), ("d4rl:hoper-medium-v2", "Did you mean: 'hopper-medium-v2'")],
+    )
+    def test_bad_reference_is_one_line(self, capsys, reference, message):
+        assert main(["datasets", "info", reference]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and message in err

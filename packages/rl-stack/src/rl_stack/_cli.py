@@ -1,4 +1,4 @@
-"""The ``rl-stack`` command line: ``demo`` (an end-to-end run) and ``versions``."""
+"""The ``rl-stack`` command line: ``demo`` (an end-to-end run), ``versions`` and ``datasets``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import warnings
 from importlib import metadata
 from pathlib import Path
 
+from rl_datasets.extension import add_datasets_parser, run_datasets_command
 from rl_stack._demo import BACKENDS, DemoConfig, DemoError, format_report, run_demo
 
 DISTRIBUTIONS = (
@@ -129,7 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("versions", help="print the installed rl-stack distributions and versions")
     _demo_parser(sub)
+    add_datasets_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         return _run_demo(args)
+    if args.command == "datasets":
+        return run_datasets_command(args)
     return _print_versions()

@@ -1,0 +1,200 @@
+"""Offline datasets: converting a D4RL file, sampling the result, preprocessing it.
+
+Questions answered, on a D4RL-layout HDF5 file of ``BENCH_DATASETS_STEPS`` transitions
+(default 1,000,000; ``observations`` float32[17], ``actions`` float32[6], ``rewards``,
+``terminals``, ``timeouts``, ``infos/qpos`` float64[2]; uncompressed, so that the
+conversion and not gzip is measured):
+
+* MB/s (of the source file) of turning the file into TED memory-mapped tensors: ours
+  (``D4RLExperienceReplay(download="force")`` served by a local HTTP server), TorchRL's
+  ``D4RLExperienceReplay`` (direct download of a ``file://`` URL, its only offline path),
+  and the ``floor``: the file copied once, then every dataset read with h5py and written
+  with ``np.memmap``.
+* samples/s of ``sample(256)`` from the converted dataset (ours, TorchRL) and from a
+  plain ``TensorDictReplayBuffer`` over the same storage (the target: the dataset within
+  1.1x of the buffer).
+* rows/s of ``preprocess`` (a per-row norm) with 1 and 2 worker processes (fork).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from _harness import Context, Workload, run
+
+STEPS = int(os.environ.get("BENCH_DATASETS_STEPS", "1000000"))
+DATASET = "hopper-medium-v2"
+BATCH = 256
+_FILE: list[Path] = []
+
+
+def _source() -> Path:
+    """The D4RL-layout file, written once per process."""
+    if not _FILE:
+        import h5py
+
+        folder = Path(tempfile.mkdtemp(prefix="bench_d4rl_"))
+        path = folder / "gym_mujoco_v2" / "hopper_medium-v2.hdf5"
+        path.parent.mkdir(parents=True)
+        rng = np.random.default_rng(0)
+        terminals = np.zeros(STEPS, bool)
+        terminals[rng.integers(0, STEPS, STEPS // 1000)] = True
+        timeouts = np.zeros(STEPS, bool)
+        timeouts[999::1000] = True
+        with h5py.File(path, "w") as file:
+            file["observations"] = rng.standard_normal((STEPS, 17), dtype=np.float32)
+            file["actions"] = rng.standard_normal((STEPS, 6), dtype=np.float32)
+            file["rewards"] = rng.standard_normal(STEPS, dtype=np.float32)
+            file["terminals"] = terminals
+            file["timeouts"] = timeouts
+            file["infos/qpos"] = rng.standard_normal((STEPS, 2))
+        _FILE.append(path)
+    return _FILE[0]
+
+
+# bytes per transition in the file: observations, actions, rewards, terminals, timeouts, qpos
+MEGABYTES = STEPS * (17 * 4 + 6 * 4 + 4 + 1 + 1 + 2 * 8) / 1e6
+
+
+def convert_ours(ctx: Context):
+    from rl_datasets.testing import LocalFileServer
+
+    path = _source()
+    server = LocalFileServer(path.parent.parent).__enter__()
+    os.environ["RL_DATASETS_D4RL_URL"] = server.url
+    root = Path(tempfile.mkdtemp(prefix="bench_root_"))
+    os.environ["TQDM_DISABLE"] = "1"
+
+    def convert():
+        ctx.lib.data.D4RLExperienceReplay(DATASET, BATCH, root=root, download="force")
+
+    return convert
+
+
+def convert_torchrl(ctx: Context):
+    import torchrl.data.datasets.d4rl as d4rl
+
+    d4rl.D4RL_DATASETS[DATASET] = _source().as_uri()
+    root = Path(tempfile.mkdtemp(prefix="bench_root_"))
+
+    def convert():
+        ctx.lib.data.datasets.D4RLExperienceReplay(
+            DATASET, BATCH, root=root, download="force", direct_download=True
+        )
+
+    return convert
+
+
+def convert_floor(ctx: Context):
+    import h5py
+
+    path = _source()
+    work = Path(tempfile.mkdtemp(prefix="bench_floor_"))
+
+    def convert():
+        copy = work / path.name
+        shutil.copyfile(path, copy)
+        with h5py.File(copy, "r") as file:
+            names = []
+            file.visit(
+                lambda name: names.append(name) if isinstance(file[name], h5py.Dataset) else None
+            )
+            for name in names:
+                data = file[name][()]
+                out = np.memmap(work / name.replace("/", "_"), data.dtype, "w+", shape=data.shape)
+                out[:] = data
+                out.flush()
+                del out
+        copy.unlink()
+
+    return convert
+
+
+def _dataset(ctx: Context):
+    root = Path(tempfile.mkdtemp(prefix="bench_root_"))
+    if ctx.name == "torchrl":
+        import torchrl.data.datasets.d4rl as d4rl
+
+        d4rl.D4RL_DATASETS[DATASET] = _source().as_uri()
+        return ctx.lib.data.datasets.D4RLExperienceReplay(
+            DATASET, BATCH, root=root, direct_download=True
+        )
+    from rl_datasets.testing import LocalFileServer
+
+    os.environ["TQDM_DISABLE"] = "1"
+    with LocalFileServer(_source().parent.parent) as server:
+        os.environ["RL_DATASETS_D4RL_URL"] = server.url
+        return ctx.lib.data.D4RLExperienceReplay(DATASET, BATCH, root=root)
+
+
+def _warm(dataset):
+    """Read every row once: sampling is then timed on cached pages, for every library."""
+    dataset[:]
+    return dataset
+
+
+def sample_dataset(ctx: Context):
+    return _warm(_dataset(ctx)).sample
+
+
+def sample_buffer_same_storage(ctx: Context):
+    dataset = _warm(_dataset(ctx))
+    buffer = ctx.lib.data.TensorDictReplayBuffer(storage=dataset.storage, batch_size=BATCH)
+    return buffer.sample
+
+
+def _preprocess(workers: int):
+    def setup(ctx: Context):
+        dataset = _dataset(ctx)
+
+        def norm(td):
+            return td.set("obs_norm", td.get("observation").norm(dim=-1))
+
+        def call():
+            dataset.preprocess(norm, num_workers=workers, mp_start_method="fork")
+
+        return call
+
+    return setup
+
+
+WORKLOADS = [
+    Workload(
+        f"D4RL file -> TED memmaps, {STEPS} transitions (MB of the file)",
+        setups={"rl_stack": convert_ours, "torchrl": convert_torchrl, "floor": convert_floor},
+        items=max(1, round(MEGABYTES)),
+        unit="MB",
+    ),
+    Workload(
+        f"dataset.sample({BATCH}), D4RL {STEPS}",
+        setups={"rl_stack": sample_dataset, "torchrl": sample_dataset},
+        items=BATCH,
+        unit="samples",
+    ),
+    Workload(
+        f"TensorDictReplayBuffer.sample({BATCH}) on the dataset's storage, D4RL {STEPS}",
+        setups={"rl_stack": sample_buffer_same_storage},
+        items=BATCH,
+        unit="samples",
+    ),
+    Workload(
+        f"dataset.preprocess(norm), {STEPS} rows, num_workers=1",
+        setups={"rl_stack": _preprocess(1)},
+        items=STEPS,
+        unit="rows",
+    ),
+    Workload(
+        f"dataset.preprocess(norm), {STEPS} rows, num_workers=2",
+        setups={"rl_stack": _preprocess(2)},
+        items=STEPS,
+        unit="rows",
+    ),
+]
+
+if __name__ == "__main__":
+    run(WORKLOADS)
