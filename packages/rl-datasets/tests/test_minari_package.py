@@ -150,6 +150,17 @@ class TestMinariPackage:
         data = MinariExperienceReplay(DATASET, batch_size=2, root=root)
         assert len(data) == 16 and data.metadata["reader"] == "minari"
 
+    def test_a_corrupt_file_is_an_error_and_fetched_again(self, hub, root, write_minari):
+        repo = hub.repo("farama-minari/D4RL")
+        write_minari(repo)
+        served = repo / "door" / "human-v2" / "data" / "main_data.hdf5"
+        good = served.read_bytes()
+        served.write_bytes(b"not an hdf5 file")
+        with pytest.raises(ValueError, match=r"main_data\.hdf5 is not a readable HDF5 file"):
+            MinariExperienceReplay(DATASET, batch_size=2, root=root)
+        served.write_bytes(good)  # the remote is fixed: the next try downloads it again
+        assert len(MinariExperienceReplay(DATASET, batch_size=2, root=root)) == 16
+
     @pytest.mark.filterwarnings("ignore:Skipping farama-minari/D4RL")
     def test_a_dataset_missing_from_the_remote_is_an_error(self, hub, root):
         hub.repo("farama-minari/D4RL")

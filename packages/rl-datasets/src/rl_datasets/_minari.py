@@ -214,7 +214,8 @@ class MinariExperienceReplay(BaseDatasetExperienceReplay):
         try:
             episodes = minari_episodes(dataset)
         except OSError as err:
-            if not self.load_from_local_minari:
+            if not self.load_from_local_minari:  # fetched again on the next try
+                (downloads / _DOWNLOADED).unlink(missing_ok=True)
                 _paths.remove_tree(downloads / self.dataset_id)
             raise ValueError(
                 f"{owner}: {folder / 'main_data.hdf5'} is not a readable HDF5 file ({err}). "
