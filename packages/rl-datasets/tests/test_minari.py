@@ -1,61 +1,31 @@
-"""MinariExperienceReplay: a Minari main_data.hdf5 served by a local stand-in of the hub."""
+"""MinariExperienceReplay without the minari package: a Minari main_data.hdf5 served by a
+local stand-in of the hub, fetched with huggingface_hub and read with h5py."""
 
 from __future__ import annotations
 
-import json
+import sys
 
 import numpy as np
 import pytest
 import torch
 
-h5py = pytest.importorskip("h5py")
+pytest.importorskip("h5py")
 pytest.importorskip("huggingface_hub")
 
-from rl_datasets import MinariExperienceReplay  # noqa: E402
+from rl_datasets import MinariExperienceReplay
 
 DATASET = "D4RL/door/human-v2"
 LENGTHS = [5, 7, 4]
 
 
-def write_minari(folder, lengths=LENGTHS, seed=0):
-    """Minari's layout: data/main_data.hdf5 with episode_<n> groups, data/metadata.json."""
-    rng = np.random.default_rng(seed)
-    data = folder / "door" / "human-v2" / "data"
-    data.mkdir(parents=True)
-    episodes = []
-    with h5py.File(data / "main_data.hdf5", "w") as file:
-        for n, steps in enumerate(lengths):
-            group = file.create_group(f"episode_{n}")
-            ep = {
-                "obs": rng.standard_normal((steps + 1, 3)),
-                "goal": rng.standard_normal((steps + 1, 2)),
-                "actions": rng.standard_normal((steps, 2)).astype(np.float32),
-                "rewards": rng.standard_normal(steps),
-                "terminations": np.eye(1, steps, steps - 1, dtype=bool)[0]
-                if n != 1
-                else np.zeros(steps, bool),
-                "truncations": np.zeros(steps, bool)
-                if n != 1
-                else np.eye(1, steps, steps - 1, dtype=bool)[0],
-                "success": rng.integers(0, 2, steps + 1).astype(bool),
-                "dist": rng.standard_normal(steps),
-            }
-            group.create_dataset("observations/observation", data=ep["obs"])
-            group.create_dataset("observations/desired_goal", data=ep["goal"])
-            for key in ("actions", "rewards", "terminations", "truncations"):
-                group.create_dataset(key, data=ep[key])
-            group.create_dataset("infos/success", data=ep["success"])
-            group.create_dataset("infos/dist", data=ep["dist"])
-            group.attrs["id"] = n
-            episodes.append(ep)
-    (data / "metadata.json").write_text(
-        json.dumps({"dataset_id": DATASET, "total_steps": sum(lengths)})
-    )
-    return episodes
+@pytest.fixture(autouse=True)
+def without_minari(monkeypatch):
+    """These tests read with h5py: the ``minari`` package is hidden where it is installed."""
+    monkeypatch.setitem(sys.modules, "minari", None)
 
 
 class TestMinariExperienceReplay:
-    def test_transitions_match_the_episodes(self, hub, root):
+    def test_transitions_match_the_episodes(self, hub, root, write_minari):
         episodes = write_minari(hub.repo("farama-minari/D4RL"))
         data = MinariExperienceReplay(DATASET, batch_size=4, root=root)
         td = data[:]
@@ -89,8 +59,9 @@ class TestMinariExperienceReplay:
             offset += LENGTHS[n]
         assert not td["done"].any()
         assert data.metadata["minari"]["total_steps"] == sum(LENGTHS)
+        assert data.metadata["reader"] == "h5py"
 
-    def test_split_trajs_and_slice_sampling(self, hub, root):
+    def test_split_trajs_and_slice_sampling(self, hub, root, write_minari):
         write_minari(hub.repo("farama-minari/D4RL"))
         data = MinariExperienceReplay(DATASET, batch_size=2, root=root, split_trajs=True)
         assert data[:]["mask"].sum(-1).tolist() == LENGTHS
@@ -105,7 +76,7 @@ class TestMinariExperienceReplay:
         with pytest.raises(ValueError, match="Did you mean: 'D4RL/door/human-v2'"):
             MinariExperienceReplay("D4RL/door/humans-v2", batch_size=2, root=root)
 
-    def test_local_minari_folder(self, tmp_path, monkeypatch, root):
+    def test_local_minari_folder(self, tmp_path, monkeypatch, root, write_minari):
         local = tmp_path / "minari"
         episodes = write_minari(local / "D4RL")
         monkeypatch.setenv("MINARI_DATASETS_PATH", str(local))

@@ -15,7 +15,7 @@ import json
 import threading
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import numpy as np
 
@@ -32,7 +32,8 @@ class LocalFileServer:
     ``truncate`` maps a served path to a byte count after which the connection is cut
     (a download that breaks midway).  ``hub_repos`` maps ``"datasets/<owner>/<name>"``
     to a folder: the server then answers the hub client's repository-info,
-    file-listing and file-resolve requests for it.
+    file-listing and file-resolve requests for it, and lists it in ``/api/datasets``
+    (filtered by ``author`` and ``search``, as the hub does).
 
     Examples:
         >>> import tempfile, urllib.request
@@ -102,6 +103,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         owner = self.server_owner
         path = unquote(urlsplit(self.path).path)
         owner.requests.append((self.command, path, self.headers.get("Range")))
+        if path == "/api/datasets":
+            query = parse_qs(urlsplit(self.path).query)
+            return self._json(_list_datasets(owner.hub_repos, query), head)
         for prefix, folder in list(owner.hub_repos.items()):
             folder = Path(folder)
             api = f"/api/{prefix}"
@@ -167,6 +171,20 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 def _files(folder: Path) -> list[Path]:
     return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
+def _list_datasets(repos: dict[str, Any], query: dict[str, list[str]]) -> list[dict[str, Any]]:
+    authors = query.get("author", [])
+    searches = [s.lower() for s in query.get("search", [])]
+    out = []
+    for prefix in list(repos):
+        kind, _, repo_id = prefix.partition("/")
+        author = repo_id.split("/", 1)[0]
+        if kind != "datasets" or (authors and author not in authors):
+            continue
+        if all(s in repo_id.lower() for s in searches):
+            out.append({"id": repo_id, "author": author, "sha": _COMMIT, "private": False})
+    return out
 
 
 def _repo_info(prefix: str, folder: Path) -> dict[str, Any]:
