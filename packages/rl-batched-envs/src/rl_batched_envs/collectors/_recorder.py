@@ -78,9 +78,7 @@ class StepRecorder:
         self.lists = [[] for _ in range(len(root) + len(self.next_keys))]
         self.flat = all(isinstance(k, str) for k in root + self.next_keys)
 
-    def record(
-        self, data: TensorDictBase, nxt: TensorDictBase, ids: torch.Tensor | None
-    ) -> None:
+    def record(self, data: TensorDictBase, nxt: TensorDictBase, ids: torch.Tensor | None) -> None:
         """Append one step: root entries from ``data``, next entries from ``nxt``."""
         if self.root_keys is None:
             self._discover(data, nxt)

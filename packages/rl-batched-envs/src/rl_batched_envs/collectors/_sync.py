@@ -192,7 +192,9 @@ class SyncDataCollector(DataCollectorBase):
         self.postproc = postproc
         self.split_trajs = bool(split_trajs)
         if self.split_trajs and not track_traj_ids:
-            raise ValueError("split_trajs=True needs track_traj_ids=True (the ids split the batch).")
+            raise ValueError(
+                "split_trajs=True needs track_traj_ids=True (the ids split the batch)."
+            )
         self.exploration_type = exploration_type
         self.replay_buffer = replay_buffer
         if replay_buffer is not None and not callable(getattr(replay_buffer, "extend", None)):
@@ -204,8 +206,10 @@ class SyncDataCollector(DataCollectorBase):
         self.set_truncated = set_truncated
         self.trust_policy = bool(trust_policy)
         self.policy = policy
-        if policy is not None and self.policy_device is not None and isinstance(
-            policy, torch.nn.Module
+        if (
+            policy is not None
+            and self.policy_device is not None
+            and isinstance(policy, torch.nn.Module)
         ):
             policy.to(self.policy_device)
         self._act, _ = (None, False) if policy is None else as_td_policy(env, policy)
