@@ -245,6 +245,7 @@ class MultiCollector(DataCollectorBase):
     def set_seed(self, seed: int, static_seed: bool = False) -> int:
         """Seed the workers in turn, each with the seed the previous one returned."""
         pool = self._live_pool()
+        self._drain()
         for w in self._workers:
             seed = self._guard(pool.call, [w], "set_seed", seed, static_seed)[0]
         return seed
@@ -252,6 +253,7 @@ class MultiCollector(DataCollectorBase):
     def state_dict(self) -> dict[str, Any]:  # Any: nested state
         """``{"worker<i>": state}`` for every worker, and the frame counters."""
         pool = self._live_pool()
+        self._drain()
         states = self._guard(pool.call, self._workers, "state_dict")
         out: dict[str, Any] = {f"worker{w}": s for w, s in enumerate(states)}  # Any: nested
         out["collector"] = self._base_state()
@@ -260,6 +262,7 @@ class MultiCollector(DataCollectorBase):
     def load_state_dict(self, state_dict: dict[str, Any], **kwargs: Any) -> None:  # Any: nested
         """Restore what :meth:`state_dict` returned."""
         pool = self._live_pool()
+        self._drain()
         for w in self._workers:
             if f"worker{w}" in state_dict:
                 self._guard(pool.call, [w], "load_state_dict", state_dict[f"worker{w}"])
@@ -270,6 +273,7 @@ class MultiCollector(DataCollectorBase):
         pool = self._live_pool()
         workers = [w for w in self._workers if reset_idx is None or reset_idx[w]]
         self._drain()
+        self._ready.clear()
         self._guard(pool.call, workers, "reset")
 
     def _drain(self) -> None:
@@ -399,14 +403,14 @@ class MultiaSyncDataCollector(MultiCollector):
         return self._ready.popleft()
 
     def _drain(self) -> None:
-        pool = self._live_pool()
+        """Wait for the batches being collected and queue them (nothing is lost)."""
         if self._in_flight:
+            pool = self._live_pool()
             waiting = sorted(self._in_flight)
             replies = self._guard(pool.recv, waiting, "collect")
             for w, reply in zip(waiting, replies):
-                self._received(w, reply)
+                self._ready.append(self._received(w, reply).clone())
             self._in_flight.clear()
-        self._ready.clear()
 
     def shutdown(self) -> None:
         """Stop every worker process; idempotent."""
