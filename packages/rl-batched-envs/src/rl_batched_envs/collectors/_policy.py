@@ -133,13 +133,15 @@ class RandomDraws:
             (key, spec[key]) for key in env.action_keys
         ]
         self.draws: list[torch.Tensor] = []
+        self.rows: list[tuple[torch.Tensor, ...]] = []
 
     def draw(self, steps: int) -> list[torch.Tensor]:
         """Sample ``steps`` actions per env; each tensor is ``[steps, *batch, *action]``."""
         self.draws = [leaf.rand(torch.Size([steps])) for _, leaf in self.leaves]
+        self.rows = [d.unbind(0) for d in self.draws]
         return self.draws
 
     def write(self, td: TensorDictBase, t: int) -> None:
         """Write step ``t``'s actions into ``td`` (views of the batch of draws)."""
-        for (key, _), draws in zip(self.leaves, self.draws):
-            set_entry(td, key, draws[t])
+        for (key, _), rows in zip(self.leaves, self.rows):
+            set_entry(td, key, rows[t])

@@ -225,6 +225,8 @@ class SyncDataCollector(DataCollectorBase):
         self._next_local_id = 0
         self._traj_ids: torch.Tensor | None = None
         self._carried: list[NestedKey] | None = None
+        self._swap = False
+        self._reset_keys: set = set()
         self._step_count: torch.Tensor | None = None
         self._closed = False
         self._done_key: NestedKey | None = "done" if "done" in env.done_keys else None
@@ -243,6 +245,7 @@ class SyncDataCollector(DataCollectorBase):
     def _reset_all(self) -> TensorDictBase:
         env = self.env
         carry = env.reset()
+        self._reset_keys = set(carry.keys(True, True))
         batch = env.batch_size
         self._traj_ids = self._new_ids(self.n_env).reshape(batch)
         if self.max_frames_per_traj is not None:
@@ -258,6 +261,10 @@ class SyncDataCollector(DataCollectorBase):
             if key not in rewards:
                 keys.append(key)
         return keys
+
+    def _can_swap(self, nxt: TensorDictBase) -> bool:
+        """Whether ``nxt`` can serve as the next root: a plain tensordict with every reset entry."""
+        return type(nxt) is TensorDict and self._reset_keys <= set(nxt.keys(True, True))
 
     def _done_mask(self, nxt: TensorDictBase) -> torch.Tensor:
         """``[*batch]`` flags: which envs ended at this step."""
@@ -333,7 +340,7 @@ class SyncDataCollector(DataCollectorBase):
         track = self.track_traj_ids
         ids = self._traj_ids
         done_key = self._done_key
-        carried = self._carried
+        carried, swap = self._carried, self._swap
         rec.start(steps)
         with set_exploration_type(self.exploration_type):
             for t in range(steps):
@@ -342,17 +349,21 @@ class SyncDataCollector(DataCollectorBase):
                 else:
                     self._policy_step(carry)
                 if generic:
-                    # one root tensordict for the whole batch: step writes "next"
-                    # into it, the next root entries are then set in place
                     data = env_step(carry)
                     nxt = get_entry(data, "next")
                     if carried is None:
                         carried = self._carried = self._carried_keys(nxt)
+                        swap = self._swap = self._can_swap(nxt)
                     if truncating:
                         self._truncate(nxt, None)
                     rec.record(data, nxt, ids)
-                    for key in carried:
-                        set_entry(carry, key, get_entry(nxt, key))
+                    if swap:
+                        # the env's fresh "next" tensordict is the next root: it
+                        # holds every root entry (its reward is never recorded)
+                        carry = nxt
+                    else:
+                        for key in carried:
+                            set_entry(carry, key, get_entry(nxt, key))
                 else:
                     data, carry = step(carry)
                     nxt = get_entry(data, "next")
