@@ -45,8 +45,11 @@ _KEEP: list = []  # set while interleaving: a workload's libraries all stay open
 
 def _track(*things):
     while _OPEN and not _KEEP:
-        thing = _OPEN.pop()
-        getattr(thing, "shutdown", getattr(thing, "close", None))()
+        thing = _OPEN.pop(0)  # the collector first, then its env
+        try:
+            getattr(thing, "shutdown", getattr(thing, "close", None))()
+        except Exception:  # an env its collector already closed may refuse a 2nd close
+            pass
     _OPEN.extend(things)
 
 
