@@ -339,3 +339,15 @@ class TestSyncDataCollectorOptions:
 
     def test_is_a_data_collector_base(self):
         assert isinstance(SyncDataCollector(CountingEnv(), frames_per_batch=2), DataCollectorBase)
+
+
+def test_policy_outputs_are_recorded_after_the_random_frames():
+    def policy(td):
+        td.set("logits", torch.ones(2))
+        return td.set("action", torch.zeros(1, dtype=torch.int64))
+
+    collector = SyncDataCollector(
+        CountingEnv(max_steps=100), policy, frames_per_batch=3, init_random_frames=3
+    )
+    assert "logits" not in collector.next().keys()
+    assert collector.next()["logits"].shape == torch.Size([3, 2])

@@ -77,6 +77,7 @@ class StepRecorder:
         self.next_keys = [_flat_key(k) for k in nxt.keys(True, True)]
         self.lists = [[] for _ in range(len(root) + len(self.next_keys))]
         self.flat = all(isinstance(k, str) for k in root + self.next_keys)
+        self.cloned, self._probe = set(), []  # entries changed: probe them again
 
     def record(self, data: TensorDictBase, nxt: TensorDictBase, ids: torch.Tensor | None) -> None:
         """Append one step: root entries from ``data``, next entries from ``nxt``."""

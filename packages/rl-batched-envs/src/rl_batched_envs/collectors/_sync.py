@@ -226,6 +226,7 @@ class SyncDataCollector(DataCollectorBase):
         self._traj_ids: torch.Tensor | None = None
         self._carried: list[NestedKey] | None = None
         self._swap = False
+        self._last_random: bool | None = None
         self._reset_keys: set = set()
         self._step_count: torch.Tensor | None = None
         self._closed = False
@@ -334,6 +335,9 @@ class SyncDataCollector(DataCollectorBase):
         draws = self._random
         if random:
             draws.draw(steps)
+        if random != self._last_random:  # the policy may write more entries than a draw
+            rec.root_keys = None
+            self._last_random = random
         generic = type(env).step_and_maybe_reset is EnvBase.step_and_maybe_reset
         step, env_step, maybe_reset = env.step_and_maybe_reset, env.step, env.maybe_reset
         truncating = self.max_frames_per_traj is not None
