@@ -340,6 +340,7 @@ class SyncDataCollector(DataCollectorBase):
             self._last_random = random
         generic = type(env).step_and_maybe_reset is EnvBase.step_and_maybe_reset
         step, env_step, maybe_reset = env.step_and_maybe_reset, env.step, env.maybe_reset
+        plain_step, next_of = type(env).step is EnvBase.step, env.next_of
         truncating = self.max_frames_per_traj is not None
         track = self.track_traj_ids
         ids = self._traj_ids
@@ -353,8 +354,11 @@ class SyncDataCollector(DataCollectorBase):
                 else:
                     self._policy_step(carry)
                 if generic:
-                    data = env_step(carry)
-                    nxt = get_entry(data, "next")
+                    if plain_step:  # the documented way to get "next" without writing it
+                        data, nxt = carry, next_of(carry)
+                    else:
+                        data = env_step(carry)
+                        nxt = get_entry(data, "next")
                     if carried is None:
                         carried = self._carried = self._carried_keys(nxt)
                         swap = self._swap = self._can_swap(nxt)
