@@ -339,12 +339,13 @@ WORKLOADS = [
 
 
 def interleaved(rounds: int = 7) -> None:
-    """Time every library this environment can run in alternation, one workload at a time.
+    """Time every library this interpreter can run in alternation, one workload at a time.
 
     On a shared machine the load changes between two sequential runs; alternating the
-    libraries call by call gives ratios that hold within the run. The raw gymnasium
-    and EnvPool loops run here too (both are installed in the project's venv);
-    TorchRL needs the peer venv and the runner.
+    libraries call by call gives ratios that hold within the run. Run it in the
+    project's venv (``rl_stack``, ``floor``, raw gymnasium and EnvPool) and in the peer
+    venv (``torchrl``, ``floor``, raw loops): the floor, timed in both, relates the
+    two runs (``ours/torchrl = (ours/floor) / (torchrl/floor)``).
     """
     import statistics
     import time
@@ -358,10 +359,11 @@ def interleaved(rounds: int = 7) -> None:
     for workload in WORKLOADS:
         fns = {}
         for lib, setup in workload.setups.items():
-            if lib == "torchrl":
-                continue
-            fns[lib] = setup(Context(name=lib, device="cpu", lib=_library(lib)))
-            fns[lib]()  # warm-up
+            try:
+                fns[lib] = setup(Context(name=lib, device="cpu", lib=_library(lib)))
+                fns[lib]()  # warm-up
+            except Exception as err:  # a library this interpreter does not have
+                print(f"{lib:>10}: n/a ({type(err).__name__})")
         times: dict[str, list[float]] = {lib: [] for lib in fns}
         for _ in range(rounds):
             for lib, fn in fns.items():
@@ -371,8 +373,12 @@ def interleaved(rounds: int = 7) -> None:
         rates = {lib: workload.items / statistics.median(t) for lib, t in times.items()}
         print(f"### {workload.name}")
         for lib, rate in rates.items():
-            ratio = "" if lib == "rl_stack" else f"  ours/{lib} = {rates['rl_stack'] / rate:.2f}x"
-            print(f"{lib:>10}: {rate:>10,.0f} {workload.unit}/s{ratio}")
+            ratios = "".join(
+                f"  {lib}/{other} = {rate / rates[other]:.2f}x"
+                for other in ("floor", "gymnasium", "envpool")
+                if other in rates and other != lib
+            )
+            print(f"{lib:>10}: {rate:>10,.0f} {workload.unit}/s{ratios}")
         _KEEP.clear()
         _track()
         _KEEP.append(True)
