@@ -351,3 +351,9 @@ def test_policy_outputs_are_recorded_after_the_random_frames():
     )
     assert "logits" not in collector.next().keys()
     assert collector.next()["logits"].shape == torch.Size([3, 2])
+
+
+def test_unknown_keyword_is_refused_and_torchrl_options_are_accepted():
+    with pytest.raises(TypeError, match=r"unexpected keyword.*\['frames_per_bach'\]"):
+        SyncDataCollector(CountingEnv(), None, frames_per_batch=2, frames_per_bach=3)
+    SyncDataCollector(CountingEnv(), None, frames_per_batch=2, use_buffers=True, no_cuda_sync=True)

@@ -22,6 +22,45 @@ from rl_batched_envs.collectors._split import split_trajectories
 ENDLESS = -1
 
 
+#: TorchRL keyword arguments accepted for compatibility and without effect here.
+IGNORED_OPTIONS = frozenset(
+    {
+        "auto_register_policy_transforms",
+        "compile_policy",
+        "cudagraph_policy",
+        "extend_buffer",
+        "interruptor",
+        "no_cuda_sync",
+        "policy_factory",
+        "return_same_td",
+        "use_buffers",
+        "weight_recv_schemes",
+        "weight_sync_schemes",
+        "weight_updater",
+        "worker_idx",
+    }
+)
+
+
+def check_options(kwargs: dict, owner: str) -> None:
+    """Refuse keyword arguments that are neither ours nor TorchRL's.
+
+    Raises:
+        TypeError: an unknown keyword (a typo, most likely).
+    """
+    unknown = sorted(set(kwargs) - IGNORED_OPTIONS)
+    if unknown:
+        raise TypeError(
+            f"{owner} got unexpected keyword argument(s) {unknown}. Accepted TorchRL "
+            f"options without effect here: {sorted(IGNORED_OPTIONS)}."
+        )
+    if kwargs.get("policy_factory") is not None:
+        raise TypeError(
+            f"{owner} does not take policy_factory; pass the policy itself (it is "
+            f"shared with worker processes through shared memory)."
+        )
+
+
 def round_frames(frames_per_batch: int, n_env: int, owner: str) -> int:
     """``frames_per_batch`` rounded up to a multiple of ``n_env`` (warning when changed).
 

@@ -19,7 +19,12 @@ import torch
 from tensordict import TensorDictBase
 
 from rl_batched_envs._worker import WorkerPool, default_start_method
-from rl_batched_envs.collectors._base import ENDLESS, DataCollectorBase, check_total_frames
+from rl_batched_envs.collectors._base import (
+    ENDLESS,
+    DataCollectorBase,
+    check_options,
+    check_total_frames,
+)
 from rl_batched_envs.collectors._process import (
     COLLECT,
     WorkerSpec,
@@ -116,6 +121,7 @@ class MultiCollector(DataCollectorBase):
         **kwargs: Any,  # Any: TorchRL options without effect here
     ) -> None:
         owner = type(self).__name__
+        check_options(kwargs, owner)
         fns = _factories(create_env_fn, num_workers, owner)
         n = len(fns)
         if not isinstance(frames_per_batch, int) or frames_per_batch < 1:

@@ -22,6 +22,7 @@ from tensordict import NestedKey, TensorDict, TensorDictBase
 from rl_batched_envs.collectors._base import (
     ENDLESS,
     DataCollectorBase,
+    check_options,
     check_total_frames,
     round_frames,
 )
@@ -127,8 +128,11 @@ class SyncDataCollector(DataCollectorBase):
             Defaults to ``True``.
         set_truncated (bool, optional): mark the last step of every batch truncated
             (needs a ``"truncated"`` entry). Defaults to ``False``.
+        **kwargs: TorchRL options without effect here (``use_buffers``,
+            ``return_same_td``, ``compile_policy``, ...); anything else is refused.
 
     Raises:
+        TypeError: an unknown keyword argument.
         ValueError: bad ``frames_per_batch`` / ``total_frames``; at the first batch, a
             policy action of the wrong shape, or a replay buffer too small for a batch.
         KeyError: at the first batch, a policy output without the action key.
@@ -170,6 +174,7 @@ class SyncDataCollector(DataCollectorBase):
         **kwargs: Any,  # Any: TorchRL options without effect here (use_buffers, ...)
     ) -> None:
         owner = type(self).__name__
+        check_options(kwargs, owner)
         self._owned_env = not isinstance(create_env_fn, EnvBase)
         env = make_env(create_env_fn, create_env_kwargs)
         self.storing_device = _device(storing_device or device)
