@@ -30,6 +30,7 @@ single-env workloads run 10x that).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
 from functools import partial
@@ -382,6 +383,38 @@ def interleaved(rounds: int = 7) -> None:
         _KEEP.clear()
         _track()
         _KEEP.append(True)
+    _KEEP.clear()
+    _track()
+    if "rl_stack" in sys.modules or _has("rl_stack"):
+        _multi_vs_single(rounds)
+
+
+def _has(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def _multi_vs_single(rounds: int) -> None:
+    """MultiSyncCollector(2 x 4 envs) against one Collector over 8 envs, alternated."""
+    import statistics
+    import time
+
+    from _harness import _library
+
+    ctx = Context(name="rl_stack", device="cpu", lib=_library("rl_stack"))
+    _KEEP.append(True)
+    fns = {"single": serial_collector(ctx), "multi": multi_sync_collector(ctx)}
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    single, multi = (statistics.median(times[name]) for name in ("single", "multi"))
+    print(
+        f"### collector: MultiSyncCollector(2 x 4) / Collector(SerialEnv(8)) = {single / multi:.2f}x"
+    )
     _KEEP.clear()
     _track()
 
