@@ -39,14 +39,34 @@ def test_import_loads_no_optional_backend():
 
 
 DOCUMENTED = [
+    "AsyncCollector",
     "AsyncEnvPool",
+    "BaseCollector",
+    "Collector",
+    "DataCollectorBase",
     "EnvCreator",
+    "MultiAsyncCollector",
+    "MultiCollector",
+    "MultiSyncCollector",
+    "MultiSyncDataCollector",
+    "MultiaSyncDataCollector",
     "ParallelEnv",
     "ProcessorAsyncEnvPool",
     "SerialEnv",
+    "SyncDataCollector",
     "ThreadingAsyncEnvPool",
+    "aSyncDataCollector",
+    "split_trajectories",
 ]
 
 
 def test_all_is_the_documented_list():
-    assert sorted(rl_batched_envs.__all__) == DOCUMENTED
+    assert sorted(rl_batched_envs.__all__) == sorted(DOCUMENTED)
+
+
+def test_torchrl_014_collector_names_are_aliases():
+    assert rl_batched_envs.Collector is rl_batched_envs.SyncDataCollector
+    assert rl_batched_envs.MultiSyncCollector is rl_batched_envs.MultiSyncDataCollector
+    assert rl_batched_envs.MultiAsyncCollector is rl_batched_envs.MultiaSyncDataCollector
+    assert rl_batched_envs.AsyncCollector is rl_batched_envs.aSyncDataCollector
+    assert rl_batched_envs.BaseCollector is rl_batched_envs.DataCollectorBase

@@ -60,6 +60,8 @@ TORCHRL_PATHS = [
     "rl_stack.record.loggers.wandb",
     "rl_stack.record.loggers.mlflow",
     "rl_stack.record.loggers.utils",
+    "rl_stack.collectors.collectors",
+    "rl_stack.collectors.utils",
 ]
 
 
@@ -92,3 +94,15 @@ def test_record_facade_reexports_the_recorders_and_every_logger():
         assert getattr(rl_stack.record, name) is getattr(rl_transforms, name), name
         assert getattr(rl_stack.envs, name) is getattr(rl_transforms, name), name
     assert rl_stack.record.loggers.csv.CSVLogger is rl_stack.record.CSVLogger
+
+
+def test_collectors_facade_reexports_the_collectors_and_random_policy():
+    import rl_batched_envs.collectors
+    import rl_envs_core
+    import rl_stack.collectors
+
+    for name in rl_batched_envs.collectors.__all__:
+        assert getattr(rl_stack.collectors, name) is getattr(rl_batched_envs, name), name
+        assert name in rl_stack.collectors.__all__
+    assert rl_stack.collectors.RandomPolicy is rl_envs_core.RandomPolicy
+    assert rl_stack.collectors.Collector is rl_stack.collectors.SyncDataCollector

@@ -1,4 +1,4 @@
-"""SerialEnv, ParallelEnv, EnvCreator and async env pools."""
+"""SerialEnv, ParallelEnv, EnvCreator, async env pools and the data collectors."""
 
 from __future__ import annotations
 
@@ -6,14 +6,40 @@ from rl_batched_envs._async_pool import AsyncEnvPool, ProcessorAsyncEnvPool, Thr
 from rl_batched_envs._env_creator import EnvCreator
 from rl_batched_envs._parallel import ParallelEnv
 from rl_batched_envs._serial import SerialEnv
+from rl_batched_envs.collectors import (
+    AsyncCollector,
+    BaseCollector,
+    Collector,
+    DataCollectorBase,
+    MultiAsyncCollector,
+    MultiaSyncDataCollector,
+    MultiCollector,
+    MultiSyncCollector,
+    MultiSyncDataCollector,
+    SyncDataCollector,
+    aSyncDataCollector,
+    split_trajectories,
+)
 
 __version__ = "0.1.0"
 
 __all__: list[str] = [
+    "AsyncCollector",
     "AsyncEnvPool",
+    "BaseCollector",
+    "Collector",
+    "DataCollectorBase",
     "EnvCreator",
+    "MultiAsyncCollector",
+    "MultiCollector",
+    "MultiSyncCollector",
+    "MultiSyncDataCollector",
+    "MultiaSyncDataCollector",
     "ParallelEnv",
     "ProcessorAsyncEnvPool",
     "SerialEnv",
+    "SyncDataCollector",
     "ThreadingAsyncEnvPool",
+    "aSyncDataCollector",
+    "split_trajectories",
 ]

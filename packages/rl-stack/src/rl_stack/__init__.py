@@ -1,4 +1,4 @@
-"""Meta-package: ``rl_stack.envs``, ``.data`` and ``.record`` facades over every rl-stack distribution.
+"""Meta-package: ``rl_stack.envs``, ``.data``, ``.collectors`` and ``.record`` facades over every rl-stack distribution.
 
 Examples:
     >>> import rl_stack.data, rl_stack.envs
@@ -9,8 +9,8 @@ Examples:
 
 from __future__ import annotations
 
-from rl_stack import data, envs, record
+from rl_stack import collectors, data, envs, record
 
 __version__ = "0.1.0"
 
-__all__ = ["data", "envs", "record"]
+__all__ = ["collectors", "data", "envs", "record"]

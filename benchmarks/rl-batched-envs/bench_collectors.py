@@ -1,0 +1,427 @@
+"""Collector frames/s on CartPole: ours vs TorchRL 0.14 vs the raw simulator loops and floors.
+
+Every workload builds a collector with ``total_frames=-1`` and a random policy
+(``policy=None``) and times one batch (``next(iter(collector))``), written once
+against the documented API (``Collector`` is the name both libraries export):
+
+* ``Collector(GymEnv)``: one ``GymEnv("CartPole-v1")``, batches of 1000 frames. Raw
+  peer: gymnasium's own step/reset loop with ``action_space.sample()`` (no tensors).
+* ``Collector(MultiThreadedEnv(32))``: EnvPool, 32 envs, 100 steps per batch. Raw
+  peer: EnvPool's own step loop (auto-reset, numpy actions).
+* ``Collector(ParallelEnv(8, GymEnv))``: 100 steps per batch. Raw peer: gymnasium's
+  ``SyncVectorEnv(8)`` stepping 100 times.
+* ``Collector(SerialEnv(8, GymEnv))`` and ``MultiSyncCollector(2 workers x
+  SerialEnv(4, GymEnv))``: the same 800 frames, from one process or from two
+  workers (target: the two workers >= 1.5x the single collector on 2 cores).
+* ``Collector(GymEnv) + replay_buffer``: the first workload writing each batch into a
+  ``ReplayBuffer(LazyTensorStorage(100_000))`` (target: >= 0.8x without).
+
+The ``floor`` rows are the least work the documented output needs, in numpy and
+plain torch with no framework: one batch of random actions drawn at once, the
+simulator's step (and the resets of finished envs) with its outputs written into
+preallocated arrays, the root observation of each step taken from the previous
+step's, trajectory ids from a cumulative sum of the done flags, and one
+``TensorDict`` built over those arrays at the end (the one-hot action and the
+``[env, time]`` layout included). ``ours/floor`` is the framework's own cost.
+``BENCH_COLLECTOR_STEPS`` changes the steps per env per batch (default 100; the
+single-env workloads run 10x that).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from functools import partial
+
+from _harness import Context, Workload, run
+
+STEPS = int(os.environ.get("BENCH_COLLECTOR_STEPS", "100"))
+SINGLE = 10 * STEPS
+ENV_ID = "CartPole-v1"
+_OPEN: list = []  # the previous workload's collectors/envs, stopped before the next starts
+_KEEP: list = []  # set while interleaving: a workload's libraries all stay open
+
+
+def _track(*things):
+    while _OPEN and not _KEEP:
+        thing = _OPEN.pop(0)  # the collector first, then its env
+        try:
+            getattr(thing, "shutdown", getattr(thing, "close", None))()
+        except Exception:  # an env its collector already closed may refuse a 2nd close
+            pass
+    _OPEN.extend(things)
+
+
+def _collectors(ctx: Context):
+    return importlib.import_module(f"{ctx.name}.collectors")
+
+
+def _batches(collector):
+    it = iter(collector)
+    return lambda: next(it)
+
+
+# ------------------------------------------------------------------ ours / TorchRL
+def gym_collector(ctx: Context):
+    env = ctx.lib.envs.GymEnv(ENV_ID)
+    env.set_seed(0)
+    collector = _collectors(ctx).Collector(env, None, frames_per_batch=SINGLE, total_frames=-1)
+    _track(collector, env)
+    return _batches(collector)
+
+
+def gym_collector_with_buffer(ctx: Context):
+    env = ctx.lib.envs.GymEnv(ENV_ID)
+    env.set_seed(0)
+    rb = ctx.lib.data.ReplayBuffer(storage=ctx.lib.data.LazyTensorStorage(100_000))
+    collector = _collectors(ctx).Collector(
+        env, None, frames_per_batch=SINGLE, total_frames=-1, replay_buffer=rb
+    )
+    _track(collector, env)
+    return _batches(collector)
+
+
+def envpool_collector(ctx: Context):
+    if ctx.name == "torchrl" and "gym" not in sys.modules:
+        import gymnasium
+
+        sys.modules["gym"] = gymnasium  # TorchRL 0.14 imports gym for its envpool specs
+    env = ctx.lib.envs.MultiThreadedEnv(32, ENV_ID, create_env_kwargs={"seed": 0})
+    collector = _collectors(ctx).Collector(env, None, frames_per_batch=32 * STEPS, total_frames=-1)
+    _track(collector, env)
+    return _batches(collector)
+
+
+def _make_cartpole(lib):
+    return partial(lib.envs.GymEnv, ENV_ID)
+
+
+def parallel_collector(ctx: Context):
+    kwargs = {"mp_start_method": "fork"} if ctx.name == "torchrl" else {}
+    env = ctx.lib.envs.ParallelEnv(8, _make_cartpole(ctx.lib), **kwargs)
+    collector = _collectors(ctx).Collector(env, None, frames_per_batch=8 * STEPS, total_frames=-1)
+    _track(collector, env)
+    return _batches(collector)
+
+
+def serial_collector(ctx: Context):
+    env = ctx.lib.envs.SerialEnv(8, _make_cartpole(ctx.lib))
+    collector = _collectors(ctx).Collector(env, None, frames_per_batch=8 * STEPS, total_frames=-1)
+    _track(collector, env)
+    return _batches(collector)
+
+
+def _serial4(envs_module):
+    return envs_module.SerialEnv(4, partial(envs_module.GymEnv, ENV_ID))
+
+
+def multi_sync_collector(ctx: Context):
+    make = partial(_serial4, ctx.lib.envs)
+    collector = _collectors(ctx).MultiSyncCollector(
+        [make, make], None, frames_per_batch=8 * STEPS, total_frames=-1
+    )
+    _track(collector)
+    return _batches(collector)
+
+
+# ------------------------------------------------------------------ raw loops
+def raw_gymnasium_loop(ctx: Context):
+    import gymnasium
+
+    env = gymnasium.make(ENV_ID)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+    sample, step, reset = env.action_space.sample, env.step, env.reset
+
+    def loop():
+        for _ in range(SINGLE):
+            _, _, terminated, truncated, _ = step(sample())
+            if terminated or truncated:
+                reset()
+
+    return loop
+
+
+def raw_envpool_loop(ctx: Context):
+    import envpool
+    import numpy as np
+
+    env = envpool.make(ENV_ID, env_type="gymnasium", num_envs=32, seed=0)
+    env.reset()
+    rng = np.random.default_rng(0)
+    step = env.step
+
+    def loop():
+        for action in rng.integers(0, 2, (STEPS, 32), dtype=np.int32):
+            step(action)
+
+    return loop
+
+
+def raw_sync_vector_loop(ctx: Context):
+    import gymnasium as gym
+
+    env = gym.vector.SyncVectorEnv([lambda: gym.make(ENV_ID)] * 8)
+    _track(env)
+    env.reset(seed=0)
+    env.action_space.seed(0)
+
+    def loop():
+        for _ in range(STEPS):
+            env.step(env.action_space.sample())
+
+    return loop
+
+
+# ------------------------------------------------------------------ floors
+def _ted(obs, next_obs, action, reward, terminated, truncated, ids, batch):
+    """The documented batch over preallocated arrays: one TensorDict, no copy."""
+    import torch
+    from tensordict import TensorDict
+
+    def t(array):
+        return torch.from_numpy(array)
+
+    done = terminated | truncated
+    flags = {"done": t(done), "terminated": t(terminated), "truncated": t(truncated)}
+    root_done = torch.zeros_like(flags["done"])
+    return TensorDict(
+        {
+            "observation": t(obs),
+            "action": torch.nn.functional.one_hot(action, 2).bool(),
+            "done": root_done,
+            "terminated": root_done.clone(),
+            "truncated": root_done.clone(),
+            "collector": {"traj_ids": ids},
+            "next": {"observation": t(next_obs), "reward": t(reward), **flags},
+        },
+        batch_size=batch,
+    )
+
+
+def gym_floor(ctx: Context):
+    import gymnasium
+    import numpy as np
+    import torch
+
+    env = gymnasium.make(ENV_ID)
+    first, _ = env.reset(seed=0)
+    state = {"obs": first, "next_id": 0}
+    step, reset = env.step, env.reset
+
+    def loop():
+        action = torch.randint(0, 2, (SINGLE,))
+        actions = action.tolist()
+        obs = np.empty((SINGLE + 1, 4), np.float32)
+        next_obs = np.empty((SINGLE, 4), np.float32)
+        reward = np.empty((SINGLE, 1), np.float32)
+        terminated = np.empty((SINGLE, 1), bool)
+        truncated = np.empty((SINGLE, 1), bool)
+        obs[0] = state["obs"]
+        for i, a in enumerate(actions):
+            o, r, te, tr, _ = step(a)
+            next_obs[i] = o
+            reward[i, 0], terminated[i, 0], truncated[i, 0] = r, te, tr
+            if te or tr:
+                o, _ = reset()
+            obs[i + 1] = o
+        state["obs"] = obs[SINGLE]
+        done = torch.from_numpy(terminated | truncated).squeeze(-1)
+        ids = state["next_id"] + torch.cumsum(done, 0) - done.long()
+        state["next_id"] = int(ids[-1]) + int(done[-1])
+        return _ted(obs[:SINGLE], next_obs, action, reward, terminated, truncated, ids, [SINGLE])
+
+    return loop
+
+
+def envpool_floor(ctx: Context):
+    import envpool
+    import numpy as np
+    import torch
+
+    n = 32
+    env = envpool.make(ENV_ID, env_type="gymnasium", num_envs=n, seed=0)
+    first, _ = env.reset()
+    state = {"obs": first, "ids": np.arange(n), "next_id": n}
+    step, reset = env.step, env.reset
+
+    def loop():
+        action = torch.randint(0, 2, (STEPS, n))
+        actions = action.numpy().astype(np.int32)
+        obs = np.empty((n, STEPS + 1, 4), np.float32)
+        next_obs = np.empty((n, STEPS, 4), np.float32)
+        reward = np.empty((n, STEPS, 1), np.float32)
+        terminated = np.empty((n, STEPS, 1), bool)
+        truncated = np.empty((n, STEPS, 1), bool)
+        ids = np.empty((n, STEPS), np.int64)
+        obs[:, 0] = state["obs"]
+        current = state["ids"]
+        for i in range(STEPS):
+            o, r, te, tr, _ = step(actions[i])
+            next_obs[:, i] = o
+            reward[:, i, 0], terminated[:, i, 0], truncated[:, i, 0] = r, te, tr
+            ids[:, i] = current
+            finished = np.flatnonzero(te | tr)
+            if len(finished):
+                o = o.copy()
+                o[finished] = reset(finished)[0]
+                current = current.copy()
+                current[finished] = np.arange(state["next_id"], state["next_id"] + len(finished))
+                state["next_id"] += len(finished)
+            obs[:, i + 1] = o
+        state["obs"], state["ids"] = obs[:, STEPS], current
+        return _ted(
+            obs[:, :STEPS],
+            next_obs,
+            action.T,
+            reward,
+            terminated,
+            truncated,
+            torch.from_numpy(ids),
+            [n, STEPS],
+        )
+
+    return loop
+
+
+def _workload(name, setups, items):
+    return Workload(f"collector: {name}", setups=setups, items=items, unit="frames")
+
+
+WORKLOADS = [
+    _workload(
+        f"Collector(GymEnv('{ENV_ID}'), frames_per_batch={SINGLE})",
+        {
+            "rl_stack": gym_collector,
+            "torchrl": gym_collector,
+            "floor": gym_floor,
+            "gymnasium": raw_gymnasium_loop,
+        },
+        SINGLE,
+    ),
+    _workload(
+        f"Collector(GymEnv('{ENV_ID}'), frames_per_batch={SINGLE}) + replay_buffer",
+        {"rl_stack": gym_collector_with_buffer, "torchrl": gym_collector_with_buffer},
+        SINGLE,
+    ),
+    _workload(
+        f"Collector(MultiThreadedEnv(32, '{ENV_ID}'), frames_per_batch={32 * STEPS})",
+        {
+            "rl_stack": envpool_collector,
+            "torchrl": envpool_collector,
+            "floor": envpool_floor,
+            "envpool": raw_envpool_loop,
+        },
+        32 * STEPS,
+    ),
+    _workload(
+        f"Collector(ParallelEnv(8, GymEnv('{ENV_ID}')), frames_per_batch={8 * STEPS})"
+        " (gymnasium: SyncVectorEnv(8))",
+        {
+            "rl_stack": parallel_collector,
+            "torchrl": parallel_collector,
+            "gymnasium": raw_sync_vector_loop,
+        },
+        8 * STEPS,
+    ),
+    _workload(
+        f"Collector(SerialEnv(8, GymEnv('{ENV_ID}')), frames_per_batch={8 * STEPS})",
+        {"rl_stack": serial_collector, "torchrl": serial_collector},
+        8 * STEPS,
+    ),
+    _workload(
+        f"MultiSyncCollector(2 x SerialEnv(4, GymEnv('{ENV_ID}')), frames_per_batch={8 * STEPS})",
+        {"rl_stack": multi_sync_collector, "torchrl": multi_sync_collector},
+        8 * STEPS,
+    ),
+]
+
+
+def interleaved(rounds: int = 7) -> None:
+    """Time every library this interpreter can run in alternation, one workload at a time.
+
+    On a shared machine the load changes between two sequential runs; alternating the
+    libraries call by call gives ratios that hold within the run. Run it in the
+    project's venv (``rl_stack``, ``floor``, raw gymnasium and EnvPool) and in the peer
+    venv (``torchrl``, ``floor``, raw loops): the floor, timed in both, relates the
+    two runs (``ours/torchrl = (ours/floor) / (torchrl/floor)``).
+    """
+    import statistics
+    import time
+
+    import torch
+
+    from _harness import _library
+
+    torch.set_num_threads(1)
+    _KEEP.append(True)
+    for workload in WORKLOADS:
+        fns = {}
+        for lib, setup in workload.setups.items():
+            try:
+                fns[lib] = setup(Context(name=lib, device="cpu", lib=_library(lib)))
+                fns[lib]()  # warm-up
+            except Exception as err:  # a library this interpreter does not have
+                print(f"{lib:>10}: n/a ({type(err).__name__})")
+        times: dict[str, list[float]] = {lib: [] for lib in fns}
+        for _ in range(rounds):
+            for lib, fn in fns.items():
+                start = time.perf_counter()
+                fn()
+                times[lib].append(time.perf_counter() - start)
+        rates = {lib: workload.items / statistics.median(t) for lib, t in times.items()}
+        print(f"### {workload.name}")
+        for lib, rate in rates.items():
+            ratios = "".join(
+                f"  {lib}/{other} = {rate / rates[other]:.2f}x"
+                for other in ("floor", "gymnasium", "envpool")
+                if other in rates and other != lib
+            )
+            print(f"{lib:>10}: {rate:>10,.0f} {workload.unit}/s{ratios}")
+        _KEEP.clear()
+        _track()
+        _KEEP.append(True)
+    _KEEP.clear()
+    _track()
+    if "rl_stack" in sys.modules or _has("rl_stack"):
+        _multi_vs_single(rounds)
+
+
+def _has(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def _multi_vs_single(rounds: int) -> None:
+    """MultiSyncCollector(2 x 4 envs) against one Collector over 8 envs, alternated."""
+    import statistics
+    import time
+
+    from _harness import _library
+
+    ctx = Context(name="rl_stack", device="cpu", lib=_library("rl_stack"))
+    _KEEP.append(True)
+    fns = {"single": serial_collector(ctx), "multi": multi_sync_collector(ctx)}
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for fn in fns.values():
+        fn()
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    single, multi = (statistics.median(times[name]) for name in ("single", "multi"))
+    print(
+        f"### collector: MultiSyncCollector(2 x 4) / Collector(SerialEnv(8)) = {single / multi:.2f}x"
+    )
+    _KEEP.clear()
+    _track()
+
+
+if __name__ == "__main__":
+    if "--interleaved" in sys.argv:
+        interleaved()
+    else:
+        run(WORKLOADS)
+        _track()

@@ -1,0 +1,210 @@
+"""Collector worker processes: the loop each one runs and how the parent starts them.
+
+Each worker runs a :class:`SyncDataCollector` over its envs. The parent side is the
+batched envs' :class:`~rl_batched_envs._worker.WorkerPool` (death and hang
+detection, typed errors, shutdown), started empty and given these processes, so
+collectors and batched envs fail, time out and stop the same way.
+
+Protocol, one pipe per worker: a one-byte ``COLLECT`` makes the worker collect one
+batch into its shared-memory batch (allocated and handed to the parent, pickled
+with ``ForkingPickler``, at the first batch; every later batch is stacked straight
+into it); a pickled ``(method, args)`` message calls a collector method
+(``set_seed``, ``state_dict``, ...). Replies start with the pool's ``OK``/``ERR``
+byte, so a worker's exception is re-raised in the parent with its type and traceback.
+
+Policy weights: the parent keeps one shared-memory copy of every parameter and
+buffer of the policy; each worker points its policy's tensors at those copies,
+so :meth:`update_policy_weights_` in the parent is one in-place copy that every
+worker sees at its next step.
+"""
+
+from __future__ import annotations
+
+import gc
+import pickle
+import signal
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from multiprocessing import connection
+from multiprocessing.reduction import ForkingPickler
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+
+from rl_batched_envs._errors import encode_exception
+from rl_batched_envs._pickling import dumps
+from rl_batched_envs._worker import CALL, ERR, OK, WorkerPool
+from rl_batched_envs.collectors._sync import SyncDataCollector
+
+COLLECT = b"n"  # collect one batch into the shared batch
+
+
+@dataclass
+class WorkerSpec:
+    """What a worker needs to build its collector (pickled under ``spawn``)."""
+
+    create_env_fn: Any  # Any: an env factory (or env under fork)
+    policy: Any  # Any: the user's policy or None
+    weights: dict[str, torch.Tensor] | None
+    kwargs: dict[str, Any] = field(default_factory=dict)  # Any: SyncDataCollector kwargs
+    num_workers: int = 1
+
+
+def share_weights(policy: Any) -> dict[str, torch.Tensor] | None:  # Any: any policy
+    """Shared-memory copies of the policy's parameters and buffers (``None``: none)."""
+    if not isinstance(policy, torch.nn.Module):
+        return None
+    tensors = dict(policy.named_parameters())
+    tensors.update(policy.named_buffers())
+    if not tensors:
+        return None
+    return {name: t.detach().clone().share_memory_() for name, t in tensors.items()}
+
+
+def bind_weights(policy: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    """Point the policy's parameters and buffers at the shared copies."""
+    tensors = dict(policy.named_parameters())
+    tensors.update(policy.named_buffers())
+    for name, tensor in tensors.items():
+        tensor.data = weights[name]
+
+
+def copy_weights(weights: dict[str, torch.Tensor], source: Any) -> None:  # Any: module/dict/TD
+    """Copy ``source`` (a module, a state dict or a TensorDict of params) into ``weights``.
+
+    Raises:
+        KeyError: ``source`` lacks one of the policy's tensors.
+    """
+    if isinstance(source, torch.nn.Module):
+        values = dict(source.named_parameters())
+        values.update(source.named_buffers())
+    elif hasattr(source, "flatten_keys"):  # a TensorDict from TensorDict.from_module
+        values = dict(source.flatten_keys(".").items())
+    else:
+        values = dict(source)
+    with torch.no_grad():
+        for name, target in weights.items():
+            if name not in values:
+                raise KeyError(
+                    f"update_policy_weights_: the new weights have no {name!r}; the policy "
+                    f"has {sorted(weights)}. Pass the policy itself, its state_dict() or "
+                    f"TensorDict.from_module(policy)."
+                )
+            target.copy_(values[name].detach())
+
+
+def worker_main(
+    index: int,
+    conn: connection.Connection,
+    spec: WorkerSpec,
+    inherited: Sequence[connection.Connection],
+) -> None:
+    """Build one collector, then serve ``COLLECT`` / ``CALL`` / ``CLOSE`` until closed."""
+    gc.freeze()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for other in inherited:
+        other.close()
+    torch.set_num_threads(1)
+    try:
+        if spec.weights is not None:
+            bind_weights(spec.policy, spec.weights)
+        collector = SyncDataCollector(spec.create_env_fn, spec.policy, **spec.kwargs)
+        collector._set_traj_ids(index, spec.num_workers)
+        conn.send_bytes(OK + dumps(collector.frames_per_batch))
+    except BaseException as exc:
+        conn.send_bytes(ERR + encode_exception(exc, traceback.format_exc()))
+        try:
+            conn.recv_bytes()
+        except (EOFError, OSError):
+            pass
+        return
+    shared = None
+    while True:
+        try:
+            msg = conn.recv_bytes()
+        except (EOFError, OSError):
+            break
+        code = msg[:1]
+        try:
+            if code == COLLECT:
+                if shared is None:
+                    shared = collector.rollout().share_memory_()
+                    reply = OK + bytes(ForkingPickler.dumps(shared))
+                else:
+                    collector.rollout(out=shared)
+                    reply = OK
+                collector._frames += shared.numel()
+            elif code == CALL:
+                name, args = pickle.loads(msg[1:])
+                reply = OK + dumps(getattr(collector, name)(*args))
+            else:
+                collector.shutdown()
+                conn.send_bytes(OK)
+                break
+        except BaseException as exc:
+            reply = ERR + encode_exception(exc, traceback.format_exc())
+        conn.send_bytes(reply)
+    conn.close()
+
+
+def start_workers(
+    owner: str,
+    specs: Sequence[WorkerSpec],
+    *,
+    start_method: str,
+    timeout: float | None,
+) -> tuple[WorkerPool, list[int]]:
+    """Start one process per spec; wait for each to build its collector.
+
+    Returns:
+        the pool and each worker's ``frames_per_batch``.
+
+    Raises:
+        TypeError: a worker could not be started (e.g. an unpicklable factory
+            under ``spawn``).
+        WorkerDiedError / TimeoutError / the worker's own exception: a worker
+            failed while building its collector; every worker is stopped.
+    """
+    pool = WorkerPool(owner, [], start_method=start_method, timeout=timeout)
+    ctx = mp.get_context(start_method)
+    fork = start_method == "fork"
+    for index, spec in enumerate(specs):
+        parent, child = ctx.Pipe()
+        inherited = list(pool.conns) if fork else []
+        # not a daemon: a worker may start processes of its own (a ParallelEnv);
+        # the pool's finalizer stops it when the collector goes away
+        proc = ctx.Process(
+            target=worker_main,
+            args=(index, child, spec, inherited),
+            name=f"{owner}-worker-{index}",
+            daemon=False,
+        )
+        try:
+            proc.start()
+        except Exception as exc:
+            child.close()
+            parent.close()
+            pool.close(graceful=False)
+            raise TypeError(
+                f"{owner} could not start worker {index} with start method "
+                f"{start_method!r}: {exc}. With 'spawn' the env factory and the policy "
+                f"must be picklable: use a module-level function, functools.partial or "
+                f"EnvCreator."
+            ) from exc
+        child.close()
+        pool.processes.append(proc)
+        pool.conns.append(parent)
+    workers = list(range(len(specs)))
+    try:
+        replies = pool.recv(workers, "start")
+    except BaseException:
+        pool.close(graceful=False)
+        raise
+    return pool, [pickle.loads(reply) for reply in replies]
+
+
+def unpickle_batch(reply: bytes) -> Any:  # Any: the worker's shared TensorDict
+    """The shared-memory batch a worker sent with its first reply."""
+    return pickle.loads(reply)
