@@ -15,10 +15,27 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase
+from rl_envs_core.td_fast import entries
 from rl_specs import Composite
 from rl_transforms._base import Transform
 
 ResetFunc = Callable[..., TensorDictBase]
+
+
+def _reshape(data: TensorDictBase, shape: torch.Size) -> TensorDictBase:
+    """``data.reshape(shape)``, built directly from the entries of a plain ``TensorDict``."""
+    if type(data) is not TensorDict:
+        return data.reshape(shape)
+    dims = data.batch_dims
+    out = {}
+    for key, value in entries(data).items():
+        if isinstance(value, torch.Tensor):
+            out[key] = value.reshape(*shape, *value.shape[dims:])
+        elif type(value) is TensorDict:
+            out[key] = _reshape(value, shape)
+        else:  # non-tensor data, lazy stacks: the generic path
+            return data.reshape(shape)
+    return TensorDict(out, batch_size=shape, device=data.device)
 
 
 def _as_batch(data: TensorDictBase, shape: torch.Size, what: str) -> TensorDictBase:
@@ -27,7 +44,7 @@ def _as_batch(data: TensorDictBase, shape: torch.Size, what: str) -> TensorDictB
     if current == shape:
         return data
     if current.numel() == shape.numel():
-        return data.reshape(shape)
+        return _reshape(data, shape)
     try:
         return data.expand(shape).clone()
     except (RuntimeError, ValueError) as err:
@@ -151,6 +168,10 @@ class BatchSizeTransform(Transform):
     # ------------------------------------------------------------------ data
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         if self.reshape_fn is not None:
+            shapes = self._lazy.get("shapes")
+            if shapes is not None and next_tensordict.batch_size == shapes[0]:
+                # reshape-family functions keep the element order: a direct reshape is the same
+                return _reshape(next_tensordict, shapes[1])
             return self.reshape_fn(next_tensordict)
         return _as_batch(next_tensordict, self.batch_size, "step output")
 
@@ -161,7 +182,7 @@ class BatchSizeTransform(Transform):
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         inner, outer = self._shapes()
         if tensordict.batch_size == outer and inner != outer and inner.numel() == outer.numel():
-            return tensordict.reshape(inner)
+            return _reshape(tensordict, inner)
         return tensordict  # an env that is not batch-locked steps the new batch as it is
 
     def _has_inverse(self) -> bool:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tensordict import NestedKey, TensorDictBase
+from tensordict import NestedKey, TensorDict, TensorDictBase
 
+from rl_envs_core.td_fast import any_true, entries
 from rl_envs_core.td_fast import get_entry as read
 from rl_envs_core.td_fast import set_entry as write
 from rl_specs import Composite, TensorSpec
@@ -168,12 +169,14 @@ class MultiAction(Transform):
         batch = tensordict.batch_size
         running = read(tensordict, "_step")
         stopped = None if running is None else ~running.reshape(batch)
-        rewards: list[TensorDictBase] = []
-        observations: list[TensorDictBase] = []
+        reward_keys, observation_keys = role_keys["reward"], role_keys["observation"]
+        skip_keys = set(reward_keys)
+        rewards: list[dict] = []
+        observations: list[dict] = []
+        # the env hands the inverse transforms a shallow copy: it becomes the sub-step input
         td = tensordict
         played = 0
         for step_actions in actions[:-1]:
-            td = td.copy()
             for key, action in zip(keys, step_actions):
                 write(td, key, action)
             if stopped is not None:
@@ -183,13 +186,18 @@ class MultiAction(Transform):
             nxt = stepper.next_of(td)
             played += 1
             if self.stack_rewards:
-                rewards.append(nxt.select(*role_keys["reward"]))
+                rewards.append({key: read(nxt, key) for key in reward_keys})
             if self.stack_observations:
-                observations.append(nxt.select(*role_keys["observation"], strict=False))
-            td.update(nxt.exclude(*role_keys["reward"]))
+                observations.append({key: read(nxt, key) for key in observation_keys})
+            if type(nxt) is TensorDict:
+                for key, value in entries(nxt).items():
+                    if key not in skip_keys:
+                        write(td, key, value)
+            else:
+                td.update(nxt.exclude(*reward_keys))
             done = self._done_mask(nxt, batch)
-            stopped = done if stopped is None else stopped | done
-        td = td.copy()
+            if done is not None:
+                stopped = done if stopped is None else stopped | done
         for key, action in zip(keys, actions[-1]):
             write(td, key, action)
         if stopped is not None:
@@ -197,15 +205,16 @@ class MultiAction(Transform):
         self.__dict__["_history"] = (rewards, observations, len(actions) - 1 - played)
         return td
 
-    def _done_mask(self, nxt: TensorDictBase, batch: torch.Size) -> torch.Tensor:
+    def _done_mask(self, nxt: TensorDictBase, batch: torch.Size) -> torch.Tensor | None:
+        """The elements done after a sub-step (``None`` when none is)."""
         mask = None
         for key in self._keys()["done"]:
             value = read(nxt, key)
-            if value is None:
+            if value is None or not any_true(value):
                 continue
             value = value.reshape(*batch, -1).any(-1) if batch else value.any()
             mask = value if mask is None else mask | value
-        return mask if mask is not None else torch.zeros(batch, dtype=torch.bool)
+        return mask
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         history = self.__dict__["_history"]
@@ -224,7 +233,7 @@ class MultiAction(Transform):
     @staticmethod
     def _stack_into(
         next_tensordict: TensorDictBase,
-        history: list[TensorDictBase],
+        history: list[dict],
         keys: list[NestedKey],
         position: int,
         skipped: int,
@@ -233,7 +242,7 @@ class MultiAction(Transform):
             last = read(next_tensordict, key)
             if last is None:
                 continue
-            values = [read(td, key) for td in history]
+            values = [step[key] for step in history]
             values += [torch.zeros_like(last)] * skipped  # every element had stopped
             write(next_tensordict, key, torch.stack([*values, last], position))
 
