@@ -92,3 +92,23 @@ def test_record_facade_reexports_the_recorders_and_every_logger():
         assert getattr(rl_stack.record, name) is getattr(rl_transforms, name), name
         assert getattr(rl_stack.envs, name) is getattr(rl_transforms, name), name
     assert rl_stack.record.loggers.csv.CSVLogger is rl_stack.record.CSVLogger
+
+
+def test_envs_facades_reexport_the_step_and_encoder_transforms():
+    import rl_stack.envs
+    import rl_stack.envs.transforms
+    import rl_transforms
+
+    names = (
+        "BatchSizeTransform",
+        "BurnInTransform",
+        "KLRewardTransform",
+        "MultiAction",
+        "R3MTransform",
+        "VC1Transform",
+        "VIPRewardTransform",
+        "VIPTransform",
+    )
+    for name in names:
+        assert getattr(rl_stack.envs, name) is getattr(rl_transforms, name), name
+        assert getattr(rl_stack.envs.transforms, name) is getattr(rl_transforms, name), name
