@@ -261,6 +261,22 @@ def _normalised(frames):
 
 
 # ---------------------------------------------------------------------- tests
+class PixelEnv(CountingEnv):
+    """A counting env that also renders a 16x16 frame filled with the count."""
+
+    def __init__(self):
+        super().__init__(max_steps=3)
+        self.observation_spec = Composite(
+            observation=self.observation_spec["observation"],
+            pixels=Bounded(0, 255, shape=(16, 16, 3), dtype=torch.uint8),
+        )
+
+    def _output(self, done):
+        out = super()._output(done)
+        out["pixels"] = torch.full((16, 16, 3), int(self.count.item()), dtype=torch.uint8)
+        return out
+
+
 class TestR3MTransform:
     @pytest.mark.parametrize("model_name", ["resnet18", "resnet50"])
     def test_download_load_forward_matches_the_published_network(self, published, model_name):
@@ -317,19 +333,6 @@ class TestR3MTransform:
         assert apart["r3m_vec_0"].shape == apart["r3m_vec_1"].shape == (2, 512)
 
     def test_in_an_env_updates_the_specs(self):
-        class PixelEnv(CountingEnv):
-            def __init__(self):
-                super().__init__(max_steps=3)
-                self.observation_spec = Composite(
-                    observation=self.observation_spec["observation"],
-                    pixels=Bounded(0, 255, shape=(16, 16, 3), dtype=torch.uint8),
-                )
-
-            def _output(self, done):
-                out = super()._output(done)
-                out["pixels"] = torch.full((16, 16, 3), int(self.count.item()), dtype=torch.uint8)
-                return out
-
         env = TransformedEnv(
             PixelEnv(), R3MTransform("resnet18", size=32, tensor_pixels_keys=["raw"])
         )
@@ -423,6 +426,16 @@ class TestVIPRewardTransform:
         expected = torch.linalg.vector_norm(start["vip_vec"] - e_goal)
         torch.testing.assert_close(step["reward"], expected.reshape(1))
         assert step["reward"].item() > 0
+
+    def test_in_an_env_the_goal_is_given_at_reset(self):
+        env = TransformedEnv(PixelEnv(), VIPRewardTransform("resnet50", size=32))
+        assert env.full_state_spec["goal_image"].shape == (16, 16, 3)
+        assert env.observation_spec["goal_embedding"].shape == (1024,)
+        goal = torch.full((16, 16, 3), 3, dtype=torch.uint8)
+        td = env.reset(TensorDict(goal_image=goal))
+        data = env.rollout(3, auto_reset=False, tensordict=td)
+        assert data["next", "reward"].shape == (3, 1)
+        assert data["next", "goal_embedding"].shape == (3, 1024)
 
     def test_reset_without_goal_raises(self):
         vip = VIPRewardTransform("resnet50", size=32)
