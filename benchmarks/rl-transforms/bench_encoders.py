@@ -4,7 +4,8 @@ Question: what does the transform add to the network itself? ``rl_stack`` runs
 ``R3MTransform(model, size=224)`` on a tensordict of 32 uint8 frames
 ``[32, 224, 224, 3]`` (channels moved first, scaled to [0, 1], ImageNet-normalised,
 embedded, the frames removed). ``floor`` calls the same encoder module directly on
-the already normalised float batch ``[32, 3, 224, 224]``. ``torchrl`` runs its
+the already normalised float batch ``[32, 3, 224, 224]`` (the exact tensor the
+transform feeds it, built once outside the timing). ``torchrl`` runs its
 ``R3MTransform`` (it needs torchvision; without it the row says why). Weights are
 random (no download). ``BENCH_R3M_MODEL`` picks the ResNet (default ``resnet18``).
 """
@@ -43,9 +44,8 @@ def encoder_setup(ctx: Context):
     envs = importlib.import_module("rl_stack.envs")
     r3m = envs.R3MTransform(MODEL, in_keys=["pixels"], size=224)
     network = r3m.network
-    mean = torch.tensor([0.485, 0.456, 0.406]).reshape(1, 3, 1, 1)
-    std = torch.tensor([0.229, 0.224, 0.225]).reshape(1, 3, 1, 1)
-    images = (_frames().permute(0, 3, 1, 2).float() / 255 - mean) / std
+    # the network input the transform builds (channels first, normalised), made once here
+    images = r3m.preprocess(_frames())
 
     def forward():
         with torch.no_grad():
