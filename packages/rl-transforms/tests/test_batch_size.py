@@ -109,6 +109,22 @@ class TestBatchSizeTransform:
         )
         assert env.rollout(2)["next", "step_count"].shape == (2, 2, 2, 1)
 
+    def test_squeeze_to_an_unbatched_env(self):
+        env = TransformedEnv(
+            CountingEnv(max_steps=3, batch_size=[1]),
+            BatchSizeTransform(reshape_fn=lambda td: td.squeeze(0)),
+        )
+        assert env.batch_size == ()
+        assert env.action_spec.shape == (1,)
+        assert env.rollout(5).shape == (3,)
+        check_env_specs(env)
+
+    def test_in_a_replay_buffer_path_it_reshapes_both_ways_without_an_env(self):
+        t = BatchSizeTransform(reshape_fn=lambda td: td.reshape(2, 2))
+        data = TensorDict(a=torch.arange(4.0), batch_size=[4])
+        assert t(data).batch_size == (2, 2)
+        assert t.inv(data).batch_size == (4,)
+
     def test_forward_reshapes_data(self):
         t = BatchSizeTransform(reshape_fn=lambda td: td.reshape(-1))
         assert t(TensorDict(a=torch.zeros(2, 3), batch_size=[2, 3])).batch_size == (6,)

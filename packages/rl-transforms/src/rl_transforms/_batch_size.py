@@ -180,6 +180,8 @@ class BatchSizeTransform(Transform):
         return self._call(tensordict)
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if self._lazy.get("shapes") is None and self.parent is None:
+            return tensordict  # out of an env (a replay buffer): no env batch size to go back to
         inner, outer = self._shapes()
         if tensordict.batch_size == outer and inner != outer and inner.numel() == outer.numel():
             return _reshape(tensordict, inner)
@@ -223,6 +225,8 @@ class BatchSizeTransform(Transform):
         if inner == outer:
             return spec
         if inner.numel() == outer.numel():
+            if not outer:  # every dim is 1: index them away
+                return spec[(0,) * len(inner)]
             return spec.reshape(outer)
         try:
             return spec.expand(outer)
