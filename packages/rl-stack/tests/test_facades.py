@@ -106,3 +106,23 @@ def test_collectors_facade_reexports_the_collectors_and_random_policy():
         assert name in rl_stack.collectors.__all__
     assert rl_stack.collectors.RandomPolicy is rl_envs_core.RandomPolicy
     assert rl_stack.collectors.Collector is rl_stack.collectors.SyncDataCollector
+
+
+def test_envs_facades_reexport_the_step_and_encoder_transforms():
+    import rl_stack.envs
+    import rl_stack.envs.transforms
+    import rl_transforms
+
+    names = (
+        "BatchSizeTransform",
+        "BurnInTransform",
+        "KLRewardTransform",
+        "MultiAction",
+        "R3MTransform",
+        "VC1Transform",
+        "VIPRewardTransform",
+        "VIPTransform",
+    )
+    for name in names:
+        assert getattr(rl_stack.envs, name) is getattr(rl_transforms, name), name
+        assert getattr(rl_stack.envs.transforms, name) is getattr(rl_transforms, name), name

@@ -90,6 +90,14 @@ DOCUMENTED = [
     "VecNormV2",
     "VideoRecorder",
     "gSDENoise",
+    "BatchSizeTransform",
+    "BurnInTransform",
+    "KLRewardTransform",
+    "MultiAction",
+    "R3MTransform",
+    "VC1Transform",
+    "VIPRewardTransform",
+    "VIPTransform",
 ]
 
 #: torchrl.record.loggers' documented names (trainers_loggers reference page).

@@ -5,7 +5,9 @@ from __future__ import annotations
 from rl_transforms._action import ActionDiscretizer, ActionMask, DiscreteActionProjection
 from rl_transforms._auto_reset import AutoResetEnv, AutoResetTransform
 from rl_transforms._base import Compose, ObservationTransform, Transform
+from rl_transforms._batch_size import BatchSizeTransform
 from rl_transforms._bookkeeping import InitTracker, RewardSum, StepCounter, TargetReturn, Timer
+from rl_transforms._burn_in import BurnInTransform
 from rl_transforms._dtype_device import (
     DeviceCastTransform,
     DoubleToFloat,
@@ -18,6 +20,7 @@ from rl_transforms._elementwise import (
     SignTransform,
     UnaryTransform,
 )
+from rl_transforms._encoders import R3MTransform, VC1Transform, VIPRewardTransform, VIPTransform
 from rl_transforms._env import TransformedEnv
 from rl_transforms._flow import (
     ConditionalSkip,
@@ -27,6 +30,8 @@ from rl_transforms._flow import (
 )
 from rl_transforms._hash import Hash
 from rl_transforms._image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
+from rl_transforms._kl_reward import KLRewardTransform
+from rl_transforms._multi_action import MultiAction
 from rl_transforms._normalization import ObservationNorm, VecNorm, VecNormV2
 from rl_transforms._policy_switch import ConditionalPolicySwitch
 from rl_transforms._primer import TensorDictPrimer, gSDENoise
@@ -64,7 +69,9 @@ __all__: list[str] = [
     "ActionMask",
     "AutoResetEnv",
     "AutoResetTransform",
+    "BatchSizeTransform",
     "BinarizeReward",
+    "BurnInTransform",
     "CatFrames",
     "CatTensors",
     "CenterCrop",
@@ -86,13 +93,16 @@ __all__: list[str] = [
     "Hash",
     "gSDENoise",
     "InitTracker",
+    "KLRewardTransform",
     "LineariseRewards",
+    "MultiAction",
     "NoopResetEnv",
     "ObservationNorm",
     "ObservationTransform",
     "PermuteTransform",
     "PinMemoryTransform",
     "PixelRenderTransform",
+    "R3MTransform",
     "RandomCropTensorDict",
     "RemoveEmptySpecs",
     "RenameTransform",
@@ -118,7 +128,10 @@ __all__: list[str] = [
     "TransformedEnv",
     "UnaryTransform",
     "UnsqueezeTransform",
+    "VC1Transform",
     "VecNorm",
     "VecNormV2",
+    "VIPRewardTransform",
+    "VIPTransform",
     "VideoRecorder",
 ]

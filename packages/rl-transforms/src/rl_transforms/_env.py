@@ -117,6 +117,8 @@ class TransformedEnv(EnvBase):
         input_spec = transform.transform_input_spec(set_unlocked(base.input_spec.clone()))
         self.__dict__["_output_spec"] = output_spec
         self.__dict__["_input_spec"] = input_spec
+        # a transform may change the batch size (BatchSizeTransform): take the specs' shape
+        self.__dict__["_batch_size"] = output_spec.shape
         self.set_spec_lock_(self.is_spec_locked)
 
     def _parent_of(self, child: Transform, tail: Sequence[Transform]) -> TransformedEnv:
@@ -172,8 +174,17 @@ class TransformedEnv(EnvBase):
     def _reset(
         self, tensordict: TensorDictBase | None = None, **kwargs: Any
     ) -> TensorDictBase:  # Any: backend kwargs
+        base = self.__dict__["_base"]
         base_input = tensordict.copy() if tensordict is not None else None
-        out = self.__dict__["_base"].reset(base_input, **kwargs)
+        if (
+            base_input is not None
+            and base.batch_locked
+            and base_input.batch_size != base.batch_size
+            and base_input.batch_size.numel() == base.batch_size.numel()
+        ):
+            # a transform reshaped the batch (BatchSizeTransform): the base env gets its own
+            base_input = base_input.reshape(base.batch_size)
+        out = base.reset(base_input, **kwargs)
         if tensordict is None:
             tensordict = TensorDict(batch_size=self.batch_size, device=self.device)
         return self.__dict__["_t"]._reset(tensordict, out)

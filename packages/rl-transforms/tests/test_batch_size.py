@@ -1,0 +1,149 @@
+"""BatchSizeTransform: reshape an env's batch, or batch an env that is not batch-locked."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from rl_envs_core import EnvBase, check_env_specs
+from rl_envs_core.testing import CountingEnv
+from rl_specs import Composite, Unbounded
+from rl_transforms import BatchSizeTransform, Compose, StepCounter, TransformedEnv
+
+
+class StatelessEnv(EnvBase):
+    """Steps whatever batch it is given: obs += action."""
+
+    batch_locked = False
+
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(observation=Unbounded(3))
+        self.reward_spec = Unbounded(1)
+        self.action_spec = Unbounded(1)
+
+    def _reset(self, tensordict=None, **kwargs) -> TensorDictBase:
+        batch = tensordict.batch_size if tensordict is not None else torch.Size([])
+        out = self.observation_spec.zero(batch)
+        out.update(self.full_done_spec.zero(batch))
+        return out
+
+    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        batch = tensordict.batch_size
+        out = TensorDict({"observation": tensordict["observation"] + tensordict["action"]}, batch)
+        out.update(self.full_done_spec.zero(batch))
+        out.set("reward", tensordict["action"].clone())
+        return out
+
+    def _set_seed(self, seed):
+        return None
+
+
+class TestBatchSizeTransform:
+    def test_batch_size_runs_a_stateless_env_batched(self):
+        env = TransformedEnv(StatelessEnv(), BatchSizeTransform(batch_size=[5]))
+        assert env.batch_size == (5,)
+        assert env.observation_spec["observation"].shape == (5, 3)
+        data = env.rollout(4, lambda td: td.set("action", torch.arange(5.0).unsqueeze(-1)))
+        assert data.shape == (5, 4)
+        assert data["next", "observation"][:, -1, 0].tolist() == [0.0, 4.0, 8.0, 12.0, 16.0]
+        check_env_specs(env)
+
+    def test_reset_func_builds_the_first_data(self):
+        def reset_func(tensordict, tensordict_reset):
+            out = TensorDict(observation=torch.arange(3.0).expand(2, 3).clone(), batch_size=[2])
+            return out.update(tensordict_reset.expand(2).clone().exclude("observation"))
+
+        env = TransformedEnv(
+            StatelessEnv(), BatchSizeTransform(batch_size=[2], reset_func=reset_func)
+        )
+        assert env.reset()["observation"][1].tolist() == [0.0, 1.0, 2.0]
+
+    def test_reset_func_receives_the_env_when_asked(self):
+        seen = []
+
+        def reset_func(tensordict, tensordict_reset, env):
+            seen.append(env)
+            return tensordict_reset
+
+        env = TransformedEnv(
+            StatelessEnv(),
+            BatchSizeTransform(batch_size=[3], reset_func=reset_func, env_kwarg=True),
+        )
+        assert env.reset().batch_size == (3,)
+        assert seen[-1] is env
+
+    def test_reshape_fn_reshapes_a_batched_env(self):
+        env = TransformedEnv(
+            CountingEnv(batch_size=[4]), BatchSizeTransform(reshape_fn=lambda td: td.reshape(2, 2))
+        )
+        assert env.batch_size == (2, 2)
+        assert env.action_spec.shape == (2, 2, 1)
+        assert env.rollout(3).shape == (2, 2, 3)
+        check_env_specs(env)
+
+    def test_batch_size_with_as_many_elements_reshapes(self):
+        env = TransformedEnv(CountingEnv(batch_size=[4]), BatchSizeTransform(batch_size=[2, 2]))
+        assert env.rollout(2)["next", "observation"].shape == (2, 2, 2, 1)
+
+    def test_partial_reset_reaches_the_base_env_in_its_own_shape(self):
+        env = TransformedEnv(
+            CountingEnv(max_steps=2, batch_size=[4]), BatchSizeTransform(batch_size=[2, 2])
+        )
+        data = env.rollout(5, break_when_any_done=False)
+        assert data.shape == (2, 2, 5)
+        assert data["next", "observation"][1, 1].squeeze(-1).tolist() == [1.0, 2.0, 1.0, 2.0, 1.0]
+
+    def test_unsqueeze_an_unbatched_env(self):
+        env = TransformedEnv(
+            CountingEnv(max_steps=2), BatchSizeTransform(reshape_fn=lambda td: td.unsqueeze(0))
+        )
+        data = env.rollout(4, break_when_any_done=False)
+        assert data.shape == (1, 4)
+
+    def test_transforms_after_see_the_new_batch(self):
+        env = TransformedEnv(
+            CountingEnv(batch_size=[4]),
+            Compose(BatchSizeTransform(batch_size=[2, 2]), StepCounter()),
+        )
+        assert env.rollout(2)["next", "step_count"].shape == (2, 2, 2, 1)
+
+    def test_squeeze_to_an_unbatched_env(self):
+        env = TransformedEnv(
+            CountingEnv(max_steps=3, batch_size=[1]),
+            BatchSizeTransform(reshape_fn=lambda td: td.squeeze(0)),
+        )
+        assert env.batch_size == ()
+        assert env.action_spec.shape == (1,)
+        assert env.rollout(5).shape == (3,)
+        check_env_specs(env)
+
+    def test_in_a_replay_buffer_path_it_reshapes_both_ways_without_an_env(self):
+        t = BatchSizeTransform(reshape_fn=lambda td: td.reshape(2, 2))
+        data = TensorDict(a=torch.arange(4.0), batch_size=[4])
+        assert t(data).batch_size == (2, 2)
+        assert t.inv(data).batch_size == (4,)
+
+    def test_forward_reshapes_data(self):
+        t = BatchSizeTransform(reshape_fn=lambda td: td.reshape(-1))
+        assert t(TensorDict(a=torch.zeros(2, 3), batch_size=[2, 3])).batch_size == (6,)
+
+    def test_incompatible_batch_size_raises(self):
+        with pytest.raises(ValueError, match=r"batch size \(4,\).*\(3,\)"):
+            TransformedEnv(CountingEnv(batch_size=[4]), BatchSizeTransform(batch_size=[3]))
+
+    def test_reshape_fn_changing_the_element_count_raises(self):
+        with pytest.raises(ValueError, match=r"keep the number of elements"):
+            TransformedEnv(
+                CountingEnv(batch_size=[4]), BatchSizeTransform(reshape_fn=lambda td: td[:2])
+            )
+
+    @pytest.mark.parametrize("kwargs", [{}, {"batch_size": [2], "reshape_fn": lambda td: td}])
+    def test_exactly_one_of_batch_size_and_reshape_fn(self, kwargs):
+        with pytest.raises(ValueError, match=r"exactly one of batch_size and reshape_fn"):
+            BatchSizeTransform(**kwargs)
+
+    def test_env_kwarg_needs_an_env_parameter(self):
+        with pytest.raises(TypeError, match=r"no 'env' keyword"):
+            BatchSizeTransform(batch_size=[2], reset_func=lambda a, b: b, env_kwarg=True)
