@@ -22,15 +22,13 @@ import torch
 from tensordict import is_tensor_collection, unravel_key
 from torch.utils import _pytree
 
+from rl_replay._checkpoint import dump_buffer, load_buffer
 from rl_replay._transforms import _TransformList
-from rl_replay.checkpointers._files import atomic_directory, check_complete, read_json, write_json
 from rl_replay.samplers import RandomSampler
 from rl_replay.storages import ListStorage
 from rl_replay.writers import RoundRobinWriter
 
 __all__ = ["ReplayBuffer"]
-
-META_FILE = "buffer_metadata.json"
 
 
 class ReplayBuffer:
@@ -416,36 +414,31 @@ class ReplayBuffer:
     def dumps(self, path: str | Path) -> None:
         """Save the storage, sampler and writer under the directory ``path``, atomically.
 
-        Everything is written into a temporary sibling directory, a completion
-        marker is added, then it replaces ``path``: a crash mid-dump leaves the
-        previous checkpoint in place.
+        Each dump is written to a new snapshot directory inside ``path`` and
+        committed by atomically replacing the pointer file ``path/CURRENT``: a
+        crash at any point leaves either the previous or the new checkpoint.
+        Temporaries of killed dumps are removed.  The files hold no pickle, and
+        each carries a checksum.
+
+        Raises:
+            TypeError: if the storage holds something that cannot be saved without pickle.
         """
-        path = Path(path)
-        with self._lock, atomic_directory(path) as tmp:
-            self._storage.dumps(tmp / "storage")
-            self._sampler.dumps(tmp / "sampler")
-            self._writer.dumps(tmp / "writer")
-            write_json(
-                tmp / META_FILE,
-                {"type": type(self).__name__, "batch_size": self._batch_size, "len": len(self)},
-            )
+        with self._lock:
+            dump_buffer(self, Path(path))
 
     def loads(self, path: str | Path) -> None:
         """Load a checkpoint written by :meth:`dumps`.
 
+        Every file is read and checked (checksums, sizes, metadata against the
+        data and this buffer) before anything changes: on error the buffer is
+        left as it was.  Loading never unpickles.
+
         Raises:
-            FileNotFoundError: if ``path``, its completion marker or a component file is missing.
-            ValueError: if a file is truncated or the checkpoint does not fit this buffer.
+            FileNotFoundError: if ``path``, its pointer file or a component file is missing.
+            ValueError: if a file is corrupt or the checkpoint does not fit this buffer.
         """
-        path = Path(path)
-        owner = type(self).__name__
-        check_complete(path, owner)
-        meta = read_json(path / META_FILE, owner)
         with self._lock:
-            self._storage.loads(path / "storage")
-            self._sampler.loads(path / "sampler")
-            self._writer.loads(path / "writer")
-            self._batch_size = meta.get("batch_size", self._batch_size)
+            load_buffer(self, Path(path))
             self._futures.clear()
 
     def __getstate__(self) -> dict[str, Any]:
