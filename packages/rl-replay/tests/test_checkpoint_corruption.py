@@ -19,6 +19,7 @@ from rl_replay import (
     ListStorage,
     PrioritizedSampler,
     ReplayBuffer,
+    RoundRobinWriter,
     TensorDictMaxValueWriter,
     TensorDictReplayBuffer,
 )
@@ -187,6 +188,18 @@ class TestSamplerAndWriterFiles:
         rewrite_json(meta, content)
         with pytest.raises(ValueError, match=r"writer cursor .*\[0, 10\)"):
             _buffer().loads(tmp_path / "ck")
+
+
+@pytest.mark.parametrize("cursor", [-1, 1.5, "3", None])
+def test_standalone_writer_refuses_a_bad_cursor(tmp_path, cursor):
+    writer = RoundRobinWriter()
+    writer.dumps(tmp_path)
+    meta = tmp_path / "sampler_meta.json"
+    content = json.loads(meta.read_text())
+    content["state"]["_cursor"] = cursor
+    rewrite_json(meta, content)
+    with pytest.raises(ValueError, match="'_cursor' to be an int >= 0"):
+        writer.loads(tmp_path)
 
 
 class TestAtomicLoads:
