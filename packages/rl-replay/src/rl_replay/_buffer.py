@@ -272,15 +272,21 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------ reads
     def __getitem__(self, index: Any) -> Any:  # Any: int, slice, tensor, key
-        """Read stored elements (no sampling); a key reads that entry of every valid element."""
+        """Read stored elements (no sampling); a key reads that entry of every valid element.
+
+        Raises:
+            IndexError: if an index points past the written elements (``len <= k``),
+                even when it is below the capacity.
+        """
         if isinstance(index, str) or (
             isinstance(index, tuple) and index and isinstance(index[0], str)
         ):
             return self[:][unravel_key(index)]
+        rows = self._storage._len_along_dim0
         if isinstance(index, slice):
-            index = slice(*index.indices(self._storage._len_along_dim0))
-        elif isinstance(index, int) and index < 0:
-            index += self._storage._len_along_dim0
+            index = slice(*index.indices(rows))
+        else:
+            index = _check_in_range(index, rows, type(self).__name__)
         with self._lock:
             data = self._storage.get(index)
         if not isinstance(index, int):
@@ -507,6 +513,34 @@ def _check_positive(name: str, value: int | None) -> int | None:
             f"ReplayBuffer expected {name} to be a positive int or None, got {value!r}."
         )
     return value
+
+
+def _check_in_range(index: Any, rows: int, owner: str) -> Any:  # Any: an index form
+    """Wrap negative ints; raise IndexError for positions not written yet."""
+    first = index[0] if isinstance(index, tuple) and index else index
+    if isinstance(first, bool):
+        return index
+    if isinstance(first, int):
+        low, high = first, first
+    elif isinstance(first, torch.Tensor) and first.dtype not in (torch.bool, torch.uint8):
+        if first.numel() == 0 or first.is_floating_point():
+            return index
+        low, high = int(first.min()), int(first.max())
+    else:
+        return index
+    if low < -rows or high >= rows:
+        found = first if isinstance(first, int) else f"positions from {low} to {high}"
+        raise IndexError(
+            f"{owner} index out of range: expected positions in [{-rows}, {rows}) (the "
+            f"{rows} elements written along the first storage dim), got {found}. "
+            "Positions past the length hold no data yet."
+        )
+    if low >= 0:
+        return index
+    if isinstance(index, int):
+        return index + rows
+    wrapped = torch.where(first < 0, first + rows, first)  # count from the length, not capacity
+    return (wrapped, *index[1:]) if isinstance(index, tuple) else wrapped
 
 
 def _identity(data: Any) -> Any:
