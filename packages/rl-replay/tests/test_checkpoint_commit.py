@@ -180,6 +180,17 @@ class TestListStorageRoundTrip:
             storage.dumps(tmp_path / "list")
         assert not (tmp_path / "list").exists()
 
+    def test_load_state_dict_copies_tensors(self):
+        source = ListStorage(4)
+        source.set(torch.arange(2), [torch.ones(3), (TensorDict({"a": torch.ones(2)}, [2]), 5)])
+        state = source.state_dict()
+        target = ListStorage(4)
+        target.load_state_dict(state)
+        state["_storage"][0].zero_()
+        state["_storage"][1][0]["a"].zero_()
+        assert target.get(0).tolist() == [1.0, 1.0, 1.0]
+        assert target.get(1)[0]["a"].tolist() == [1.0, 1.0] and target.get(1)[1] == 5
+
     def test_malformed_items_are_refused(self, tmp_path):
         from rl_replay.checkpointers._files import rewrite_json
 
