@@ -25,7 +25,6 @@ import sys
 import warnings
 import zlib
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -221,21 +220,18 @@ def _write_columns(path: Path, columns: list[tuple[dict[str, Any], torch.Tensor]
     # one reusable block per tensor: no allocation (and no page fault) per write
     blocks = [torch.empty((step, *t.shape[1:]), dtype=t.dtype) for _, t in columns]
     files = [open(path / entry["file"], "wb") for entry, _ in columns]
-    # zlib.crc32 and file writes release the GIL: checksum a block while writing it
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        try:
-            for start in range(0, count, step):
-                size = min(step, count - start)
-                for i, (_, tensor) in enumerate(columns):
-                    block = blocks[i][:size]
-                    block.copy_(tensor[start : start + size])
-                    raw = block.reshape(-1).view(torch.uint8).numpy()
-                    crc = pool.submit(zlib.crc32, raw, crcs[i])
-                    files[i].write(raw)
-                    crcs[i] = crc.result()
-        finally:
-            for file in files:
-                file.close()
+    try:
+        for start in range(0, count, step):
+            size = min(step, count - start)
+            for i, (_, tensor) in enumerate(columns):
+                block = blocks[i][:size]
+                block.copy_(tensor[start : start + size])
+                raw = block.reshape(-1).view(torch.uint8).numpy()
+                crcs[i] = zlib.crc32(raw, crcs[i])
+                files[i].write(raw)
+    finally:
+        for file in files:
+            file.close()
     for (entry, _), crc in zip(columns, crcs, strict=True):
         entry[CHECKSUM] = f"crc32:{crc:08x}"
 
@@ -419,20 +415,14 @@ def _read_entry(path: Path, entry: dict[str, Any], manifest_path: Path, owner: s
 
 def _read_raw(path: Path, raw: Any, crc: int) -> str:
     view = memoryview(raw).cast("B")
-    pending = None
-    # zlib.crc32 and file reads release the GIL: checksum a chunk while reading the next
-    with open(path, "rb", buffering=0) as file, ThreadPoolExecutor(max_workers=1) as pool:
+    with open(path, "rb", buffering=0) as file:
         start = 0
         while start < len(view):
             count = file.readinto(view[start : start + _CHUNK])
             if not count:
                 break
-            if pending is not None:
-                crc = pending.result()
-            pending = pool.submit(zlib.crc32, view[start : start + count], crc)
+            crc = zlib.crc32(view[start : start + count], crc)  # while the chunk is in cache
             start += count
-        if pending is not None:
-            crc = pending.result()
     return f"crc32:{crc:08x}"
 
 
