@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pickle
 import tempfile
-from pathlib import Path
 
 import pytest
 import torch
@@ -59,13 +58,13 @@ def test_concurrent_writers_in_two_processes_lose_nothing(start_method):
     ]
 
 
-def _scratch_dirs():
-    return set(Path(tempfile.gettempdir()).glob("rl_replay_*"))
-
-
 @pytest.mark.parametrize("start_method", ["fork", "spawn"])
-def test_buffer_handed_over_before_its_first_write_loses_no_row(start_method):
-    before = _scratch_dirs()
+def test_buffer_handed_over_before_its_first_write_loses_no_row(
+    start_method, tmp_path, monkeypatch
+):
+    # temporary directories of this process and its children go to tmp_path only
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(400))  # nothing written yet
     ctx = mp.get_context(start_method)
     procs = [ctx.Process(target=extend_one_at_a_time, args=(rb, 1000.0 * k, 150)) for k in (1, 2)]
@@ -77,7 +76,7 @@ def test_buffer_handed_over_before_its_first_write_loses_no_row(start_method):
     assert len(rb) == 300 and rb.writer._cursor == 300
     written = sorted(rb["a"][:300].tolist())
     assert written == [1000.0 + i for i in range(150)] + [2000.0 + i for i in range(150)]
-    assert _scratch_dirs() - before == {rb.storage.scratch_dir}  # one directory, the parent's
+    assert list(tmp_path.glob("rl_replay_*")) == [rb.storage.scratch_dir]  # the parent's only
     rb.extend(TensorDict({"a": torch.full((1,), -5.0)}, [1]))  # the parent writes to the same files
     assert rb[300]["a"].item() == -5.0
 
