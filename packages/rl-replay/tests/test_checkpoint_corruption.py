@@ -238,6 +238,20 @@ class TestAtomicLoads:
         assert target.writer._cursor == 2 and len(target) == 2
         assert target[:]["obs"].tolist() == [50.0, 51.0]
 
+    def test_load_state_dict_refused_by_the_storage_changes_nothing(self):
+        source = _buffer()
+        source.extend(_td(6))
+        state = source.state_dict()
+        state["_storage"]["metadata"] = state["_storage"]["metadata"].replace(
+            '"len": 6', '"len": 99'
+        )
+        target = _buffer()
+        target.extend(_td(2, offset=50))
+        with pytest.raises(ValueError, match="len"):
+            target.load_state_dict(state)
+        assert target.writer._cursor == 2 and len(target) == 2
+        assert target[:]["obs"].tolist() == [50.0, 51.0]
+
     def test_list_storage_loads_more_items_than_capacity_is_refused(self, tmp_path):
         storage = ListStorage(8)
         storage.set(torch.arange(5), list(range(5)))

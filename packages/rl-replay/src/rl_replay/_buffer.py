@@ -22,7 +22,7 @@ import torch
 from tensordict import is_tensor_collection, unravel_key
 from torch.utils import _pytree
 
-from rl_replay._checkpoint import dump_buffer, load_buffer
+from rl_replay._checkpoint import dump_buffer, load_buffer, load_buffer_state
 from rl_replay._transforms import _TransformList
 from rl_replay.samplers import RandomSampler
 from rl_replay.storages import ListStorage
@@ -410,12 +410,14 @@ class ReplayBuffer:
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore the output of :meth:`state_dict`."""
+        """Restore the output of :meth:`state_dict`; on error the buffer is unchanged.
+
+        Raises:
+            KeyError: if an entry is missing.
+            ValueError: if a component's state does not fit it.
+        """
         with self._lock:
-            self._storage.load_state_dict(state_dict["_storage"])
-            self._sampler.load_state_dict(state_dict["_sampler"])
-            self._writer.load_state_dict(state_dict["_writer"])
-            self._batch_size = state_dict["_batch_size"]
+            load_buffer_state(self, state_dict)
 
     def dumps(self, path: str | Path) -> None:
         """Save the storage, sampler and writer under the directory ``path``, atomically.

@@ -23,7 +23,7 @@ from rl_replay.checkpointers._state import load_state
 from rl_replay.samplers import Sampler
 from rl_replay.writers import Writer
 
-__all__ = ["dump_buffer", "load_buffer"]
+__all__ = ["dump_buffer", "load_buffer", "load_buffer_state"]
 
 META_FILE = "buffer_metadata.json"
 _LOCKS = (type(threading.Lock()), type(threading.RLock()))
@@ -83,6 +83,30 @@ def load_buffer(buffer: Any, path: Path) -> None:  # Any: a ReplayBuffer
             _restore(part, state)
         raise
     buffer._batch_size = batch_size
+
+
+def load_buffer_state(buffer: Any, state_dict: dict[str, Any]) -> None:  # Any: a ReplayBuffer
+    """Load the output of ``state_dict()``; if a component refuses its part, nothing changes.
+
+    Raises:
+        KeyError: if an entry of ``state_dict`` is missing.
+    """
+    missing = {"_storage", "_sampler", "_writer", "_batch_size"} - set(state_dict)
+    if missing:
+        raise KeyError(
+            f"{type(buffer).__name__}.load_state_dict expected the entries {sorted(missing)}, "
+            f"found {sorted(state_dict)}. Pass the output of state_dict()."
+        )
+    saved = [(part, _save(part, buffer._storage)) for part in (buffer._sampler, buffer._writer)]
+    try:
+        buffer._sampler.load_state_dict(state_dict["_sampler"])
+        buffer._writer.load_state_dict(state_dict["_writer"])
+        buffer._storage.load_state_dict(state_dict["_storage"])  # checks before it copies
+    except BaseException:
+        for part, state in saved:
+            _restore(part, state)
+        raise
+    buffer._batch_size = state_dict["_batch_size"]
 
 
 class _StateLoader:
