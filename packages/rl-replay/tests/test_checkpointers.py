@@ -20,6 +20,7 @@ from rl_replay import (
     TensorDictReplayBuffer,
     TensorStorageCheckpointer,
 )
+from rl_replay.checkpointers._files import rewrite_json
 
 
 def _td(count, offset=0):
@@ -30,6 +31,11 @@ def _td(count, offset=0):
         },
         [count],
     )
+
+
+def _data_file(directory, key):
+    manifest = json.loads((directory / "manifest.json").read_text())
+    return directory / next(e["file"] for e in manifest["entries"] if e["key"] == key)
 
 
 @pytest.fixture
@@ -115,13 +121,17 @@ class TestTensorStorageCheckpointer:
         restored.loads(tmp_path)
         assert len(restored) == 0 and not restored.initialized
 
-    def test_files_are_memmap_and_json(self, tmp_path):
+    def test_files_are_raw_tensors_and_json(self, tmp_path):
         storage = LazyTensorStorage(4)
         storage.set(torch.arange(2), _td(2))
         storage.dumps(tmp_path)
         meta = json.loads((tmp_path / "storage_metadata.json").read_text())
         assert meta["len"] == 2 and meta["shape"] == [4]
-        assert (tmp_path / "storage" / "obs.memmap").is_file()
+        manifest = json.loads((tmp_path / "storage" / "manifest.json").read_text())
+        entry = next(e for e in manifest["entries"] if e["key"] == ["obs"])
+        assert entry["dtype"] == "float32" and entry["shape"] == [2]
+        assert entry["checksum"].startswith("crc32:")
+        assert (tmp_path / "storage" / entry["file"]).stat().st_size == 8
 
     def test_missing_metadata_names_the_file(self, tmp_path):
         with pytest.raises(FileNotFoundError, match=r"storage_metadata\.json"):
@@ -133,7 +143,7 @@ class TestTensorStorageCheckpointer:
             LazyTensorStorage(4).loads(tmp_path)
 
     def test_metadata_without_entries_raises(self, tmp_path):
-        (tmp_path / "storage_metadata.json").write_text("{}")
+        rewrite_json(tmp_path / "storage_metadata.json", {})
         with pytest.raises(ValueError, match="not a tensor storage checkpoint"):
             LazyTensorStorage(4).loads(tmp_path)
 
@@ -141,17 +151,20 @@ class TestTensorStorageCheckpointer:
         storage = LazyTensorStorage(64)
         storage.set(torch.arange(64), _td(64))
         storage.dumps(tmp_path)
-        data_file = tmp_path / "storage" / "obs.memmap"
+        data_file = _data_file(tmp_path / "storage", ["obs"])
         data_file.write_bytes(data_file.read_bytes()[:10])
-        with pytest.raises(ValueError, match=r"obs.memmap to hold 256 bytes .* found 10 bytes"):
+        with pytest.raises(
+            ValueError, match=rf"{data_file.name} to hold 256 bytes .* found 10 bytes"
+        ):
             LazyTensorStorage(64).loads(tmp_path)
 
     def test_missing_data_file_names_the_file(self, tmp_path):
         storage = LazyTensorStorage(4)
         storage.set(torch.arange(2), _td(2))
         storage.dumps(tmp_path)
-        (tmp_path / "storage" / "next" / "done.memmap").unlink()
-        with pytest.raises(FileNotFoundError, match=r"done\.memmap"):
+        data_file = _data_file(tmp_path / "storage", ["next", "done"])
+        data_file.unlink()
+        with pytest.raises(FileNotFoundError, match=data_file.name):
             LazyTensorStorage(4).loads(tmp_path)
 
     def test_mismatched_capacity_raises_and_keeps_data(self, tmp_path):
@@ -196,8 +209,8 @@ class TestListStorageCheckpointer:
             ListStorage(4).loads(tmp_path)
 
     def test_malformed_metadata_raises(self, tmp_path):
-        (tmp_path / "storage_metadata.json").write_text("[1, 2]")
-        with pytest.raises(ValueError, match="'items' entry"):
+        rewrite_json(tmp_path / "storage_metadata.json", {"items": 3})
+        with pytest.raises(ValueError, match="list of items"):
             ListStorage(4).loads(tmp_path)
 
 
@@ -214,12 +227,20 @@ class TestBufferCheckpoint:
         assert len(restored) == 6 and restored.writer._cursor == 6
         assert torch.equal(restored[:]["obs"], rb[:]["obs"])
 
-    def test_layout_and_completion_marker(self, tmp_path):
+    def test_layout_pointer_and_snapshot(self, tmp_path):
         rb = self._buffer()
         rb.extend(_td(2))
         rb.dumps(tmp_path / "ck")
+        pointer = json.loads((tmp_path / "ck" / "CURRENT").read_text())
         names = sorted(p.name for p in (tmp_path / "ck").iterdir())
-        assert names == [".complete", "buffer_metadata.json", "sampler", "storage", "writer"]
+        assert names == ["CURRENT", pointer["snapshot"]]
+        snapshot = tmp_path / "ck" / pointer["snapshot"]
+        assert sorted(p.name for p in snapshot.iterdir()) == [
+            "buffer_metadata.json",
+            "sampler",
+            "storage",
+            "writer",
+        ]
         assert [p.name for p in tmp_path.iterdir()] == ["ck"]
 
     def test_crash_mid_dump_keeps_previous_checkpoint(self, tmp_path, monkeypatch):
@@ -234,7 +255,8 @@ class TestBufferCheckpoint:
         monkeypatch.setattr(rb.writer, "dumps", crash)
         with pytest.raises(OSError, match="disk full"):
             rb.dumps(tmp_path / "ck")
-        assert [p.name for p in tmp_path.iterdir()] == ["ck"]  # the temporary dir is gone
+        assert [p.name for p in tmp_path.iterdir()] == ["ck"]
+        assert len(list((tmp_path / "ck").iterdir())) == 2  # the failed snapshot is gone
         restored = self._buffer()
         restored.loads(tmp_path / "ck")
         assert len(restored) == 3 and restored[:]["obs"].tolist() == [0.0, 1.0, 2.0]
@@ -253,8 +275,8 @@ class TestBufferCheckpoint:
         rb = self._buffer()
         rb.extend(_td(3))
         rb.dumps(tmp_path / "ck")
-        (tmp_path / "ck" / ".complete").unlink()
-        with pytest.raises(FileNotFoundError, match="did not finish"):
+        (tmp_path / "ck" / "CURRENT").unlink()
+        with pytest.raises(FileNotFoundError, match="No dump into it finished"):
             self._buffer().loads(tmp_path / "ck")
 
     def test_missing_checkpoint_raises(self, tmp_path):
@@ -265,7 +287,7 @@ class TestBufferCheckpoint:
         rb = self._buffer()
         rb.extend(_td(3))
         rb.dumps(tmp_path / "ck")
-        (meta,) = (tmp_path / "ck" / "writer").glob("*.json")
+        (meta,) = (tmp_path / "ck").glob("snapshot-*/writer/*.json")
         meta.unlink()
         with pytest.raises(FileNotFoundError, match=meta.name):
             self._buffer().loads(tmp_path / "ck")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import tempfile
 
 import pytest
 import torch
@@ -55,3 +56,38 @@ def test_concurrent_writers_in_two_processes_lose_nothing(start_method):
     assert written == [-1.0] + [10000.0 + i for i in range(1500)] + [
         20000.0 + i for i in range(1500)
     ]
+
+
+@pytest.mark.parametrize("start_method", ["fork", "spawn"])
+def test_buffer_handed_over_before_its_first_write_loses_no_row(
+    start_method, tmp_path, monkeypatch
+):
+    # temporary directories of this process and its children go to tmp_path only
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(400))  # nothing written yet
+    ctx = mp.get_context(start_method)
+    procs = [ctx.Process(target=extend_one_at_a_time, args=(rb, 1000.0 * k, 150)) for k in (1, 2)]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join(timeout=120)
+        assert proc.exitcode == 0
+    assert len(rb) == 300 and rb.writer._cursor == 300
+    written = sorted(rb["a"][:300].tolist())
+    assert written == [1000.0 + i for i in range(150)] + [2000.0 + i for i in range(150)]
+    assert list(tmp_path.glob("rl_replay_*")) == [rb.storage.scratch_dir]  # the parent's only
+    rb.extend(TensorDict({"a": torch.full((1,), -5.0)}, [1]))  # the parent writes to the same files
+    assert rb[300]["a"].item() == -5.0
+
+
+def test_checkpoint_of_a_buffer_a_child_allocated(tmp_path):
+    rb = TensorDictReplayBuffer(storage=LazyMemmapStorage(50))
+    proc = mp.get_context("fork").Process(target=extend_from_worker, args=(rb,))
+    proc.start()
+    proc.join(timeout=120)
+    assert proc.exitcode == 0
+    rb.dumps(tmp_path / "ck")
+    restored = TensorDictReplayBuffer(storage=LazyMemmapStorage(50))
+    restored.loads(tmp_path / "ck")
+    assert len(restored) == 10 and (restored["a"] == 1).all()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import pickle
 
 import pytest
@@ -19,6 +20,7 @@ from rl_replay import (
     ReplayBuffer,
     TensorStorageCheckpointer,
 )
+from rl_replay.checkpointers._files import read_tensordict, write_tensordict
 
 needs_h5py = pytest.mark.skipif(
     importlib.util.find_spec("h5py") is None, reason="needs h5py: pip install 'rl-replay[h5]'"
@@ -154,14 +156,14 @@ class TestFlatStorageCheckpointer:
         storage.set(torch.arange(12), _rollout(1, 12)[0])
         storage.checkpointer = FlatStorageCheckpointer()
         storage.dumps(tmp_path)
-        assert not (tmp_path / "storage" / "next" / "obs.memmap").exists()
-        saved_index = TensorDict.load_memmap(tmp_path / "ends")["0_index"]
+        assert ["next", "obs"] not in _saved_keys(tmp_path / "storage")
+        saved_index = read_tensordict(tmp_path / "ends", "Test")["0_index"]
         assert saved_index.tolist() == [
             3,
             7,
             11,
         ]  # the three episode ends (the last is also the newest)
-        assert (tmp_path / "storage" / "next" / "reward.memmap").exists()
+        assert ["next", "reward"] in _saved_keys(tmp_path / "storage")
 
     def test_custom_done_and_reward_keys(self):
         checkpointer = FlatStorageCheckpointer(done_keys=[("agent", "done")], reward_keys=["r"])
@@ -179,7 +181,7 @@ class TestFlatStorageCheckpointer:
         def size(checkpointer, path):
             storage.checkpointer = checkpointer
             storage.dumps(path)
-            return sum(f.stat().st_size for f in path.rglob("*.memmap"))
+            return sum(f.stat().st_size for f in path.rglob("*.bin"))
 
         assert size(FlatStorageCheckpointer(), tmp_path / "flat") < 0.6 * size(
             TensorStorageCheckpointer(), tmp_path / "plain"
@@ -192,7 +194,7 @@ class TestNestedStorageCheckpointer:
         storage.set(torch.arange(10), _rollout(1, 10)[0])
         storage.checkpointer = NestedStorageCheckpointer()
         storage.dumps(tmp_path)
-        saved = TensorDict.load_memmap(tmp_path / "storage")
+        saved = read_tensordict(tmp_path / "storage", "Test")
         assert saved.batch_size == (3,)  # episodes of 4, 4 and the unfinished 2
         assert [t.shape[0] for t in saved["obs"].unbind(0)] == [4, 4, 2]
 
@@ -253,10 +255,13 @@ class TestH5StorageCheckpointer:
             storage.loads(tmp_path)
 
 
-def test_memmap_dir_with_an_empty_tensor_loads(tmp_path):
-    # tensordict writes no data file for a tensor with no element
-    from rl_replay.checkpointers._files import load_memmap_dir
-
-    TensorDict({"ends": torch.zeros(0, dtype=torch.int64), "x": torch.ones(2)}, []).memmap(tmp_path)
-    loaded = load_memmap_dir(tmp_path, "Test")
+def test_tensor_dir_with_an_empty_tensor_loads(tmp_path):
+    write_tensordict(
+        tmp_path / "t", {"ends": torch.zeros(0, dtype=torch.int64), "x": torch.ones(2)}, "Test"
+    )
+    loaded = read_tensordict(tmp_path / "t", "Test")
     assert loaded["ends"].shape == (0,) and loaded["x"].tolist() == [1.0, 1.0]
+
+
+def _saved_keys(path):
+    return [entry["key"] for entry in json.loads((path / "manifest.json").read_text())["entries"]]

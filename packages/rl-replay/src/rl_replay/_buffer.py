@@ -22,15 +22,13 @@ import torch
 from tensordict import is_tensor_collection, unravel_key
 from torch.utils import _pytree
 
+from rl_replay._checkpoint import dump_buffer, load_buffer, load_buffer_state
 from rl_replay._transforms import _TransformList
-from rl_replay.checkpointers._files import atomic_directory, check_complete, read_json, write_json
 from rl_replay.samplers import RandomSampler
 from rl_replay.storages import ListStorage
 from rl_replay.writers import RoundRobinWriter
 
 __all__ = ["ReplayBuffer"]
-
-META_FILE = "buffer_metadata.json"
 
 
 class ReplayBuffer:
@@ -274,15 +272,21 @@ class ReplayBuffer:
 
     # ------------------------------------------------------------ reads
     def __getitem__(self, index: Any) -> Any:  # Any: int, slice, tensor, key
-        """Read stored elements (no sampling); a key reads that entry of every valid element."""
+        """Read stored elements (no sampling); a key reads that entry of every valid element.
+
+        Raises:
+            IndexError: if an index points past the written elements (``len <= k``),
+                even when it is below the capacity.
+        """
         if isinstance(index, str) or (
             isinstance(index, tuple) and index and isinstance(index[0], str)
         ):
             return self[:][unravel_key(index)]
+        rows = self._storage._len_along_dim0
         if isinstance(index, slice):
-            index = slice(*index.indices(self._storage._len_along_dim0))
-        elif isinstance(index, int) and index < 0:
-            index += self._storage._len_along_dim0
+            index = slice(*index.indices(rows))
+        else:
+            index = _check_in_range(index, rows, type(self).__name__)
         with self._lock:
             data = self._storage.get(index)
         if not isinstance(index, int):
@@ -406,46 +410,43 @@ class ReplayBuffer:
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore the output of :meth:`state_dict`."""
+        """Restore the output of :meth:`state_dict`; on error the buffer is unchanged.
+
+        Raises:
+            KeyError: if an entry is missing.
+            ValueError: if a component's state does not fit it.
+        """
         with self._lock:
-            self._storage.load_state_dict(state_dict["_storage"])
-            self._sampler.load_state_dict(state_dict["_sampler"])
-            self._writer.load_state_dict(state_dict["_writer"])
-            self._batch_size = state_dict["_batch_size"]
+            load_buffer_state(self, state_dict)
 
     def dumps(self, path: str | Path) -> None:
         """Save the storage, sampler and writer under the directory ``path``, atomically.
 
-        Everything is written into a temporary sibling directory, a completion
-        marker is added, then it replaces ``path``: a crash mid-dump leaves the
-        previous checkpoint in place.
+        Each dump is written to a new snapshot directory inside ``path`` and
+        committed by atomically replacing the pointer file ``path/CURRENT``: a
+        crash at any point leaves either the previous or the new checkpoint.
+        Temporaries of killed dumps are removed.  The files hold no pickle, and
+        each carries a checksum.
+
+        Raises:
+            TypeError: if the storage holds something that cannot be saved without pickle.
         """
-        path = Path(path)
-        with self._lock, atomic_directory(path) as tmp:
-            self._storage.dumps(tmp / "storage")
-            self._sampler.dumps(tmp / "sampler")
-            self._writer.dumps(tmp / "writer")
-            write_json(
-                tmp / META_FILE,
-                {"type": type(self).__name__, "batch_size": self._batch_size, "len": len(self)},
-            )
+        with self._lock:
+            dump_buffer(self, Path(path))
 
     def loads(self, path: str | Path) -> None:
         """Load a checkpoint written by :meth:`dumps`.
 
+        Every file is read and checked (checksums, sizes, metadata against the
+        data and this buffer) before anything changes: on error the buffer is
+        left as it was.  Loading never unpickles.
+
         Raises:
-            FileNotFoundError: if ``path``, its completion marker or a component file is missing.
-            ValueError: if a file is truncated or the checkpoint does not fit this buffer.
+            FileNotFoundError: if ``path``, its pointer file or a component file is missing.
+            ValueError: if a file is corrupt or the checkpoint does not fit this buffer.
         """
-        path = Path(path)
-        owner = type(self).__name__
-        check_complete(path, owner)
-        meta = read_json(path / META_FILE, owner)
         with self._lock:
-            self._storage.loads(path / "storage")
-            self._sampler.loads(path / "sampler")
-            self._writer.loads(path / "writer")
-            self._batch_size = meta.get("batch_size", self._batch_size)
+            load_buffer(self, Path(path))
             self._futures.clear()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -514,6 +515,34 @@ def _check_positive(name: str, value: int | None) -> int | None:
             f"ReplayBuffer expected {name} to be a positive int or None, got {value!r}."
         )
     return value
+
+
+def _check_in_range(index: Any, rows: int, owner: str) -> Any:  # Any: an index form
+    """Wrap negative ints; raise IndexError for positions not written yet."""
+    first = index[0] if isinstance(index, tuple) and index else index
+    if isinstance(first, bool):
+        return index
+    if isinstance(first, int):
+        low, high = first, first
+    elif isinstance(first, torch.Tensor) and first.dtype not in (torch.bool, torch.uint8):
+        if first.numel() == 0 or first.is_floating_point():
+            return index
+        low, high = int(first.min()), int(first.max())
+    else:
+        return index
+    if low < -rows or high >= rows:
+        found = first if isinstance(first, int) else f"positions from {low} to {high}"
+        raise IndexError(
+            f"{owner} index out of range: expected positions in [{-rows}, {rows}) (the "
+            f"{rows} elements written along the first storage dim), got {found}. "
+            "Positions past the length hold no data yet."
+        )
+    if low >= 0:
+        return index
+    if isinstance(index, int):
+        return index + rows
+    wrapped = torch.where(first < 0, first + rows, first)  # count from the length, not capacity
+    return (wrapped, *index[1:]) if isinstance(index, tuple) else wrapped
 
 
 def _identity(data: Any) -> Any:

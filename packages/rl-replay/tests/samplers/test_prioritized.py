@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from tensordict import TensorDict
 
 from rl_replay import LazyTensorStorage, ReplayBuffer
+from rl_replay.checkpointers._files import rewrite_json
 from rl_replay.samplers import PrioritizedSampler
 
 
@@ -224,7 +225,7 @@ class TestPrioritizedSampler:
         sampler.dumps(tmp_path / "s")
         meta = tmp_path / "s" / "sampler_meta.json"
         content = json.loads(meta.read_text())
-        meta.write_text(json.dumps(content | {"class": "RandomSampler"}))
+        rewrite_json(meta, content | {"class": "RandomSampler"})
         with pytest.raises(ValueError, match="found one written by RandomSampler"):
             sampler.loads(tmp_path / "s")
         meta.write_text(json.dumps(content)[:20])

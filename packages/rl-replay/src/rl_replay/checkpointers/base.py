@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,15 @@ class StorageCheckpointerBase(abc.ABC):
     def loads(self, storage: Any, path: str | Path) -> None:  # Any: a Storage
         """Restore ``storage`` from the directory ``path``."""
         raise NotImplementedError
+
+    def _stage(self, storage: Any, path: Path) -> Callable[[], None]:  # Any: a Storage
+        """Read and check the checkpoint at ``path``; return the step that loads it.
+
+        A buffer stages every component before loading any, so that a bad file
+        leaves it unchanged.  Checkpointers that cannot read without loading do
+        everything in the returned step (the default).
+        """
+        return lambda: self.loads(storage, path)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

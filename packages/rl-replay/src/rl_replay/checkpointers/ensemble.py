@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +48,27 @@ class StorageEnsembleCheckpointer(StorageCheckpointerBase):
         )
 
     def loads(self, storage: Any, path: str | Path) -> None:  # Any: a StorageEnsemble
-        path = Path(path)
+        """Restore every storage of the ensemble; on error none is changed.
+
+        Raises:
+            FileNotFoundError: if a file is missing.
+            ValueError: if a file is corrupt or holds another number of storages.
+        """
+        self._stage(storage, Path(path))()
+
+    def _stage(self, storage: Any, path: Path) -> Callable[[], None]:  # Any: a StorageEnsemble
         owner = type(storage).__name__
         meta = read_json(path / META_FILE, owner)
-        if meta.get("count") != len(storage._storages):
+        count = meta.get("count")
+        if count != len(storage._storages):
             raise ValueError(
                 f"{owner}.loads expected a checkpoint of {len(storage._storages)} storages, found "
-                f"{meta.get('count')} in {path / META_FILE}. Load it into an ensemble of that size."
+                f"{count!r} in {path / META_FILE}. Load it into an ensemble of that size."
             )
-        for i, sub_storage in enumerate(storage._storages):
-            sub_storage.loads(path / str(i))
+        steps = [sub._stage_loads(path / str(i)) for i, sub in enumerate(storage._storages)]
+
+        def apply() -> None:
+            for step in steps:
+                step()
+
+        return apply

@@ -6,6 +6,7 @@ h5py is imported when the checkpointer is built, never by ``import rl_replay``.
 from __future__ import annotations
 
 import importlib
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 
-from rl_replay.checkpointers._files import read_json
+from rl_replay.checkpointers._files import read_json, write_json
 from rl_replay.checkpointers.ted import (
     DATA_DIR,
     ENDS_DIR,
@@ -25,6 +26,7 @@ from rl_replay.checkpointers.ted import (
 __all__ = ["H5StorageCheckpointer"]
 
 H5_EXTRA = "pip install 'rl-replay[h5]'"
+MANIFEST_SUFFIX = ".manifest.json"
 
 
 class H5StorageCheckpointer(FlatStorageCheckpointer):
@@ -85,11 +87,20 @@ class H5StorageCheckpointer(FlatStorageCheckpointer):
         return kept, ends, meta
 
     def _write(self, kept: TensorDictBase, ends: TensorDictBase, path: Path) -> None:
+        datasets = {}
         with self._h5py.File(path / self.checkpoint_file, "w") as file:
             for group, td in ((DATA_DIR, kept), (ENDS_DIR, ends)):
                 for key, tensor in td.items(True, True):
                     name = "/".join((group, *_as_tuple(key)))
-                    file.create_dataset(name, data=tensor.contiguous().numpy(), **self.h5_kwargs)
+                    array = tensor.contiguous().numpy()
+                    file.create_dataset(name, data=array, **self.h5_kwargs)
+                    datasets[name] = {
+                        "dtype": str(array.dtype),
+                        "shape": list(array.shape),
+                        "checksum": _crc(array),
+                    }
+        # the columns, dtypes, shapes and checksums the HDF5 file must have at load time
+        write_json(path / f"{self.checkpoint_file}{MANIFEST_SUFFIX}", {"datasets": datasets})
 
     def _read(self, path: Path, owner: str) -> tuple[TensorDictBase, TensorDictBase]:
         file_path = path / self.checkpoint_file
@@ -98,13 +109,25 @@ class H5StorageCheckpointer(FlatStorageCheckpointer):
                 f"{owner}.loads expected the HDF5 file {file_path}, which does not exist. "
                 "The checkpoint is incomplete; dump it again."
             )
+        manifest_path = path / f"{self.checkpoint_file}{MANIFEST_SUFFIX}"
+        expected = read_json(manifest_path, owner).get("datasets")
+        if not isinstance(expected, dict):
+            raise ValueError(
+                f"{owner}.loads expected a 'datasets' entry in {manifest_path}. The checkpoint "
+                "is corrupt; dump it again."
+            )
         try:
             with self._h5py.File(file_path, "r") as file:
                 groups = [_read_group(file, name) for name in (DATA_DIR, ENDS_DIR)]
-        except OSError as err:
+        except (
+            OSError,
+            TypeError,
+            ValueError,
+        ) as err:  # h5py: OSError; non-numeric data: TypeError
             raise ValueError(
                 f"{owner}.loads could not read {file_path}: {err}. The checkpoint is truncated or corrupt."
             ) from err
+        _check_datasets(groups, expected, file_path, owner)
         data, ends = groups
         first = next(iter(data.values()), None)
         batch = [] if first is None else [first.shape[0], *self._meta_inner(path, owner)]
@@ -125,6 +148,49 @@ def _read_group(file: Any, name: str) -> dict[tuple[str, ...], torch.Tensor]:  #
 
     file[name].visititems(visit)
     return out
+
+
+def _crc(array: Any) -> str:  # Any: a numpy array
+    return f"crc32:{zlib.crc32(array.tobytes() if not array.flags.c_contiguous else array):08x}"
+
+
+def _check_datasets(
+    groups: list[dict[tuple[str, ...], torch.Tensor]],
+    expected: dict[str, Any],
+    file_path: Path,
+    owner: str,
+) -> None:
+    """Compare the datasets read with those written: columns, dtypes, shapes, checksums."""
+    found = {
+        "/".join((group, *key)): tensor
+        for group, td in zip((DATA_DIR, ENDS_DIR), groups, strict=True)
+        for key, tensor in td.items()
+    }
+    for name in sorted(set(expected) | set(found)):
+        if name not in found:
+            raise ValueError(
+                f"{owner}.loads expected the dataset {name!r} in {file_path}, which is missing. "
+                "The checkpoint is incomplete or was edited; dump it again."
+            )
+        entry = expected.get(name)
+        if not isinstance(entry, dict):
+            raise ValueError(
+                f"{owner}.loads found the dataset {name!r} in {file_path}, which the checkpoint "
+                "did not write. Remove it or dump the checkpoint again."
+            )
+        array = found[name].numpy()
+        for field, value in (("dtype", str(array.dtype)), ("shape", list(array.shape))):
+            if entry.get(field) != value:
+                raise ValueError(
+                    f"{owner}.loads expected the dataset {name!r} of {file_path} to have "
+                    f"{field} {entry.get(field)!r}, found {value!r}. The file was edited or is "
+                    "corrupt; dump the checkpoint again."
+                )
+        if entry.get("checksum") != _crc(array):
+            raise ValueError(
+                f"{owner}.loads found a checksum mismatch in the dataset {name!r} of {file_path}: "
+                "its values changed since the dump. Dump the checkpoint again."
+            )
 
 
 def _import_h5py() -> Any:  # Any: the h5py module

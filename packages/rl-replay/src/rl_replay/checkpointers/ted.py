@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,13 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 
-from rl_replay.checkpointers._files import load_memmap_dir, read_json, write_json
+from rl_replay.checkpointers._files import (
+    read_json,
+    read_tensordict,
+    refuse_pickles,
+    write_json,
+    write_tensordict,
+)
 from rl_replay.checkpointers.base import StorageCheckpointerBase
 
 __all__ = [
@@ -137,7 +144,13 @@ class FlatStorageCheckpointer(StorageCheckpointerBase):
             key = tuple(key)
             following = torch.roll(data.get(key), -1, dims=0).clone()
             flat = following.view(-1, *following.shape[data.batch_dims :])
-            flat[ends.get(f"{number}_index")] = ends.get(f"{number}_value")
+            index = ends.get(f"{number}_index")
+            if index.numel() and (int(index.min()) < 0 or int(index.max()) >= flat.shape[0]):
+                raise ValueError(
+                    f"the saved end positions of {key} must lie in [0, {flat.shape[0]}), found "
+                    f"[{int(index.min())}, {int(index.max())}]"
+                )
+            flat[index] = ends.get(f"{number}_value")
             data.set((NEXT, *key), following)
         return data
 
@@ -153,32 +166,42 @@ class FlatStorageCheckpointer(StorageCheckpointerBase):
         write_json(path / META_FILE, meta)
 
     def _write(self, kept: TensorDictBase, ends: TensorDictBase, path: Path) -> None:
-        kept.memmap(path / DATA_DIR, num_threads=0, copy_existing=True)
-        ends.memmap(path / ENDS_DIR, num_threads=0)
+        write_tensordict(path / DATA_DIR, kept, type(self).__name__)
+        write_tensordict(path / ENDS_DIR, ends, type(self).__name__)
 
     def _read(self, path: Path, owner: str) -> tuple[TensorDictBase, TensorDictBase]:
-        return load_memmap_dir(path / DATA_DIR, owner), load_memmap_dir(path / ENDS_DIR, owner)
+        return read_tensordict(path / DATA_DIR, owner), read_tensordict(path / ENDS_DIR, owner)
 
     def loads(self, storage: Any, path: str | Path) -> None:  # Any: a TensorStorage
-        """Restore ``storage`` from ``path``.
+        """Restore ``storage`` from ``path``; on error the storage is unchanged.
 
         Raises:
             FileNotFoundError: if a file is missing.
-            ValueError: if a file is truncated or was written in another format.
+            ValueError: if a file is corrupt or was written in another format.
         """
-        path = Path(path)
+        self._stage(storage, Path(path))()
+
+    def _stage(self, storage: Any, path: Path) -> Callable[[], None]:  # Any: a TensorStorage
         owner = type(storage).__name__
-        meta = read_json(path / META_FILE, owner)
+        refuse_pickles(path, owner)
+        meta_file = path / META_FILE
+        meta = read_json(meta_file, owner)
         if not meta.get("initialized", False):
-            storage._load_content(None, meta)
-            return
+            return storage._stage_content(None, meta, str(meta_file))
         if meta.get("format") != self._format:
             raise ValueError(
-                f"{type(self).__name__} expected a {self._format!r} checkpoint in {path / META_FILE}, found "
+                f"{type(self).__name__} expected a {self._format!r} checkpoint in {meta_file}, found "
                 f"format {meta.get('format')!r}. Load it with the checkpointer that wrote it."
             )
         kept, ends = self._read(path, owner)
-        storage._load_content(self._decompress(kept, ends, meta), meta)
+        try:
+            data = self._decompress(kept, ends, meta)
+        except (KeyError, IndexError, RuntimeError, TypeError, ValueError) as err:
+            raise ValueError(
+                f"{owner}.loads could not rebuild the data of {path} from {meta_file} ({err}). "
+                "The checkpoint is corrupt; dump it again."
+            ) from err
+        return storage._stage_content(data, meta, str(meta_file))
 
     _format = "flat"
 

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rl_replay.checkpointers._files import load_memmap_dir, read_json, write_json
+from rl_replay.checkpointers._files import (
+    read_json,
+    read_tensordict,
+    refuse_pickles,
+    write_json,
+    write_tensordict,
+)
 from rl_replay.checkpointers.base import StorageCheckpointerBase
 
 __all__ = ["TensorStorageCheckpointer"]
@@ -18,7 +25,14 @@ class TensorStorageCheckpointer(StorageCheckpointerBase):
     """A storage checkpointer for TensorStorages.
 
     Writes ``storage_metadata.json`` (type, length, shape, ndim, pytree
-    structure) and the written rows as memory-mapped tensors under ``storage/``.
+    structure) and the written rows as raw tensor files with a manifest and
+    one checksum per file under ``storage/``.  Loading never unpickles; it
+    checks every file and metadata value before the storage is changed.
+
+    Raises:
+        TypeError: on :meth:`dumps`, for a leaf that is not a plain numeric tensor.
+        FileNotFoundError: on :meth:`loads`, if a file is missing.
+        ValueError: on :meth:`loads`, if a file is corrupt or does not fit the storage.
 
     Examples:
         >>> import tempfile, torch
@@ -39,24 +53,29 @@ class TensorStorageCheckpointer(StorageCheckpointerBase):
         meta = storage._metadata()
         if storage._storage is not None:
             valid = storage._storage[: storage._len_along_dim0]  # only the rows written so far
-            valid.memmap(path / DATA_DIR, num_threads=0, copy_existing=True)
+            write_tensordict(path / DATA_DIR, valid, type(storage).__name__)
         write_json(path / META_FILE, meta)
 
     def loads(self, storage: Any, path: str | Path) -> None:  # Any: a TensorStorage
-        """Restore ``storage`` from ``path``.
+        """Restore ``storage`` from ``path``; on error the storage is unchanged.
 
         Raises:
             FileNotFoundError: if a file is missing.
-            ValueError: if a file is truncated, or the checkpoint does not fit ``storage``.
+            ValueError: if a file is corrupt, or the checkpoint does not fit ``storage``.
         """
-        path = Path(path)
+        self._stage(storage, Path(path))()
+
+    def _stage(self, storage: Any, path: Path) -> Callable[[], None]:  # Any: a TensorStorage
+        """Read and check the checkpoint at ``path``; return the step that loads it."""
         owner = type(storage).__name__
-        meta = read_json(path / META_FILE, owner)
-        missing = {"initialized", "len", "ndim", "tree_spec"} - set(meta)
-        if missing:
+        refuse_pickles(path, owner)
+        meta_file = path / META_FILE
+        meta = read_json(meta_file, owner)
+        data_dir = path / DATA_DIR
+        content = read_tensordict(data_dir, owner) if meta.get("initialized") else None
+        if content is None and data_dir.exists():
             raise ValueError(
-                f"{owner}.loads expected the entries {sorted(missing)} in {path / META_FILE}; "
-                "the file is not a tensor storage checkpoint."
+                f"{owner}.loads found the directory {data_dir} but {meta_file} describes an "
+                "empty storage. The checkpoint is corrupt; dump it again."
             )
-        content = load_memmap_dir(path / DATA_DIR, owner) if meta["initialized"] else None
-        storage._load_content(content, meta)
+        return storage._stage_content(content, meta, str(meta_file))

@@ -6,28 +6,23 @@ A sampler decides which storage positions a replay buffer reads. The buffer call
 batch_size)`` to draw ``(index, info)``.
 
 Checkpoints (:meth:`Sampler.dumps`) are a directory holding ``sampler_meta.json`` (class
-name and JSON-able state) and, when the state has tensors, a memory-mapped
-:class:`~tensordict.TensorDict` under ``tensors/``. Loading never unpickles anything.
+name and JSON-able state) and, when the state has tensors, checksummed tensor files under
+``tensors/`` (see ``rl_replay.checkpointers._state``). Loading never unpickles anything.
 """
 
 from __future__ import annotations
 
 import abc
-import json
 import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
-from tensordict import TensorDict
+
+from rl_replay.checkpointers._state import dump_state, load_state
 
 __all__ = ["Sampler"]
-
-META_FILE = "sampler_meta.json"
-TENSOR_DIR = "tensors"
-# Marks a tensor leaf inside the JSON metadata; the tensor lives under ``tensors/``.
-_TENSOR_MARK = "__tensor__"
 
 
 class Sampler(abc.ABC):
@@ -126,7 +121,7 @@ class Sampler(abc.ABC):
     def dumps(self, path: str | Path) -> None:
         """Save the sampler state under the directory ``path``.
 
-        Tensors go to a memory-mapped TensorDict, everything else to JSON.
+        Tensors go to checksummed tensor files, everything else to JSON.
         """
         dump_state(self.state_dict(), Path(path), owner=type(self).__name__)
 
@@ -206,95 +201,3 @@ def check_not_empty(numel: int, owner: str) -> None:
             f"{owner} cannot sample from an empty storage: expected at least one stored "
             "element, found 0. Extend the buffer before sampling."
         )
-
-
-def dump_state(state: Mapping[str, Any], path: Path, *, owner: str) -> None:
-    """Write ``state`` as JSON metadata plus memory-mapped tensors under ``path``."""
-    path.mkdir(parents=True, exist_ok=True)
-    tensors: dict[str, torch.Tensor] = {}
-    meta = _split(state, tensors, prefix="")
-    if tensors:
-        TensorDict(tensors, batch_size=[]).memmap(path / TENSOR_DIR)
-    with open(path / META_FILE, "w") as file:
-        json.dump({"class": owner, "state": meta}, file)
-
-
-def load_state(path: Path, *, owner: str) -> dict[str, Any]:
-    """Read a state written by :func:`dump_state`; errors name the file at fault."""
-    meta_file = path / META_FILE
-    if not meta_file.is_file():
-        raise FileNotFoundError(
-            f"{owner}.loads expected the sampler metadata file {meta_file}, which does not "
-            "exist. Pass the directory written by dumps()."
-        )
-    try:
-        with open(meta_file) as file:
-            content = json.load(file)
-        found = content["class"]
-        meta = content["state"]
-    except (json.JSONDecodeError, KeyError, TypeError) as err:
-        raise ValueError(
-            f"{owner}.loads could not read {meta_file}: expected JSON with 'class' and "
-            f"'state' entries, got an unreadable file ({err}). The checkpoint is truncated "
-            "or corrupt; dump the sampler again."
-        ) from err
-    if found != owner:
-        raise ValueError(
-            f"{owner}.loads expected a checkpoint written by {owner}, found one written by "
-            f"{found} in {meta_file}. Load it into a {found} instead."
-        )
-    tensors: Any = {}
-    if _has_tensor(meta):
-        tensor_dir = path / TENSOR_DIR
-        if not tensor_dir.is_dir():
-            raise FileNotFoundError(
-                f"{owner}.loads expected memory-mapped tensors in {tensor_dir}, which does "
-                "not exist. The checkpoint is incomplete; dump the sampler again."
-            )
-        try:
-            tensors = TensorDict.load_memmap(tensor_dir)
-        except Exception as err:  # tensordict raises various errors on truncated files
-            raise ValueError(
-                f"{owner}.loads could not read the memory-mapped tensors in {tensor_dir}: "
-                f"{err}. The checkpoint is truncated or corrupt; dump the sampler again."
-            ) from err
-    return _join(meta, tensors, tensor_dir=path / TENSOR_DIR, owner=owner)
-
-
-def _split(state: Any, tensors: dict[str, torch.Tensor], prefix: str) -> Any:
-    if isinstance(state, torch.Tensor):
-        name = prefix or "root"
-        tensors[name] = state.detach().cpu().clone()
-        return {_TENSOR_MARK: name}
-    if isinstance(state, Mapping):
-        return {
-            str(k): _split(v, tensors, f"{prefix}__{k}" if prefix else str(k))
-            for k, v in state.items()
-        }
-    if isinstance(state, (list, tuple)):
-        return [_split(v, tensors, f"{prefix}__{i}") for i, v in enumerate(state)]
-    return state
-
-
-def _has_tensor(meta: Any) -> bool:
-    if isinstance(meta, dict):
-        return _TENSOR_MARK in meta or any(_has_tensor(v) for v in meta.values())
-    if isinstance(meta, list):
-        return any(_has_tensor(v) for v in meta)
-    return False
-
-
-def _join(meta: Any, tensors: Any, *, tensor_dir: Path, owner: str) -> Any:
-    if isinstance(meta, dict):
-        if _TENSOR_MARK in meta:
-            name = meta[_TENSOR_MARK]
-            if name not in tensors.keys():
-                raise ValueError(
-                    f"{owner}.loads expected the tensor {name!r} in {tensor_dir}, found only "
-                    f"{sorted(tensors.keys())}. The checkpoint is incomplete; dump it again."
-                )
-            return tensors[name].clone()
-        return {k: _join(v, tensors, tensor_dir=tensor_dir, owner=owner) for k, v in meta.items()}
-    if isinstance(meta, list):
-        return [_join(v, tensors, tensor_dir=tensor_dir, owner=owner) for v in meta]
-    return meta

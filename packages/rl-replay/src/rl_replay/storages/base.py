@@ -145,6 +145,14 @@ class Storage(abc.ABC):
         """
         self._require_checkpointer("loads").loads(self, Path(path))
 
+    def _stage_loads(self, path: str | Path) -> Any:  # Any: a function of no argument
+        """Read and check the checkpoint at ``path``; return the step that loads it.
+
+        Raises:
+            RuntimeError: if the storage has no checkpointer.
+        """
+        return self._require_checkpointer("loads")._stage(self, Path(path))
+
     def _require_checkpointer(self, method: str) -> Any:
         if self.checkpointer is None:
             raise RuntimeError(

@@ -6,6 +6,8 @@ import sys
 from typing import Any
 
 import torch
+from tensordict import is_tensor_collection
+from torch.utils import _pytree
 
 from rl_replay.checkpointers.list import ListStorageCheckpointer
 from rl_replay.storages.base import Storage
@@ -104,7 +106,12 @@ class ListStorage(Storage):
         return {"_storage": list(self._storage)}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._storage = list(state_dict["_storage"])
+        """Restore the items of :meth:`state_dict`; tensors are copied, not shared with it."""
+        self._storage = [_pytree.tree_map(_copy_tensor, item) for item in state_dict["_storage"]]
+
+
+def _copy_tensor(leaf: Any) -> Any:  # Any: a leaf of a stored item
+    return leaf.clone() if isinstance(leaf, torch.Tensor) or is_tensor_collection(leaf) else leaf
 
 
 def _positions(index: Any, length: int) -> list[int]:

@@ -11,6 +11,7 @@ another process (fork or spawn) sees the writes of every process.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,13 +19,15 @@ from tensordict import TensorDict, TensorDictBase, is_tensor_collection, unravel
 from tensordict.utils import NestedKey
 from torch.utils import _pytree
 
+from rl_replay._alloc import empty_storage_tensor
 from rl_replay.checkpointers.tensor import TensorStorageCheckpointer
-from rl_replay.storages._alloc import empty_storage_tensor
 from rl_replay.storages._layout import _Layout, _leaves_of, _nest
 from rl_replay.storages._packed import packed_leaves
 from rl_replay.storages.base import Storage
 
 __all__ = ["LazyTensorStorage", "TensorStorage"]
+
+_COPY_BLOCK = 1 << 18  # bytes of the widest leaf copied per block when loading a checkpoint
 
 
 class TensorStorage(Storage):
@@ -281,41 +284,121 @@ class TensorStorage(Storage):
     def _load_content(self, td: TensorDictBase | None, meta: dict[str, Any]) -> None:
         """Copy ``td`` into this storage (allocating it if needed) and set the length.
 
+        Raises:
+            ValueError: if the content does not fit this storage (nothing is changed then).
+        """
+        self._stage_content(td, meta, "the saved state")()
+
+    def _stage_content(
+        self, td: TensorDictBase | None, meta: Any, source: str
+    ) -> Callable[[], None]:  # Any: metadata read from a file, validated here
+        """Validate ``td`` and ``meta`` against this storage; return the step that loads them.
+
         ``td`` holds either every row of the saved storage or only its first
-        (valid) rows; ``meta["shape"]`` is the saved storage shape.
+        (valid) rows; ``meta["shape"]`` is the saved storage shape.  Nothing is
+        changed until the returned function is called, and that function only
+        copies data that was checked to fit.
 
         Raises:
-            ValueError: if the content does not fit this storage.
+            ValueError: if the content or a metadata value does not fit this storage
+                or the storage's invariants (``source`` names where they came from).
         """
+        name = type(self).__name__
+        if not isinstance(meta, dict):
+            raise ValueError(f"{name} expected a metadata dict in {source}, found {meta!r}.")
+        missing = {"initialized", "len", "ndim", "shape", "tree_spec"} - set(meta)
+        if missing:
+            raise ValueError(
+                f"{name} expected the entries {sorted(missing)} in {source}; it is not a tensor "
+                "storage checkpoint."
+            )
         if meta["ndim"] != self.ndim:
             raise ValueError(
-                f"{type(self).__name__} has ndim={self.ndim} but the saved state has "
-                f"ndim={meta['ndim']}. Build the storage with ndim={meta['ndim']}."
+                f"{name} has ndim={self.ndim} but {source} has ndim={meta['ndim']!r}. Build the "
+                f"storage with ndim={meta['ndim']!r}."
             )
-        if td is None:
-            self._empty()
-            return
-        shape = torch.Size(meta["shape"])
-        spec = None if meta["tree_spec"] is None else _pytree.treespec_loads(meta["tree_spec"])
-        rows = td.batch_size[0] if td.batch_dims else 0
-        if td.batch_size[1:] != shape[1:] or rows > shape[0]:
+        length = meta["len"]
+        if not meta["initialized"] or td is None:
+            if meta["initialized"] is not False or td is not None or length != 0:
+                raise ValueError(
+                    f"{name} expected an empty checkpoint (initialized=false, len=0, no data) in "
+                    f"{source}, found initialized={meta['initialized']!r}, len={length!r}. The "
+                    "checkpoint is corrupt; dump it again."
+                )
+            return self._empty
+        shape = meta["shape"]
+        if (
+            not isinstance(shape, list)
+            or len(shape) != self.ndim
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in shape)
+        ):
             raise ValueError(
-                f"{type(self).__name__} checkpoint content of batch shape {tuple(td.batch_size)} does "
-                f"not fit its recorded shape {tuple(shape)}. The checkpoint is corrupt; dump it again."
+                f"{name} expected the shape in {source} to be {self.ndim} positive ints, found "
+                f"{shape!r}. The checkpoint is corrupt; dump it again."
             )
+        shape = torch.Size(shape)
+        if meta.get("max_size", shape.numel()) != shape.numel():
+            raise ValueError(
+                f"{name} expected max_size={shape.numel()} (the number of elements of the shape "
+                f"{tuple(shape)}) in {source}, found {meta['max_size']!r}. The checkpoint is corrupt."
+            )
+        try:
+            spec = None if meta["tree_spec"] is None else _pytree.treespec_loads(meta["tree_spec"])
+        except Exception as err:  # treespec_loads raises several types on bad input
+            raise ValueError(
+                f"{name} could not read the tree_spec of {source} ({err}). The checkpoint is corrupt."
+            ) from err
+        rows = td.batch_size[0] if td.batch_dims else 0
+        if td.batch_size[1:] != shape[1:] or rows > shape[0] or td.batch_dims != self.ndim:
+            raise ValueError(
+                f"{name} content of batch shape {tuple(td.batch_size)} does not fit the shape "
+                f"{tuple(shape)} recorded in {source}. The checkpoint is corrupt; dump it again."
+            )
+        if isinstance(length, bool) or not isinstance(length, int) or not 0 <= length <= rows:
+            raise ValueError(
+                f"{name} expected len to be an int in [0, {rows}] (the rows saved) in {source}, "
+                f"found {length!r}. The checkpoint is corrupt; dump it again."
+            )
+        if spec is not None and sorted(td.keys()) != sorted(str(i) for i in range(spec.num_leaves)):
+            raise ValueError(
+                f"{name} expected the leaves '0'..'{spec.num_leaves - 1}' of its tree_spec in "
+                f"{source}, found {sorted(td.keys())}. The checkpoint is corrupt; dump it again."
+            )
+        leaves = list(td.items(True, True))
+        if not leaves:
+            raise ValueError(f"{name} found no tensor in {source}. The checkpoint is corrupt.")
+        if self._storage is None:
+            return lambda: self._apply_content(td, spec, shape, rows, length)
+        if self._storage.batch_size != shape:
+            raise ValueError(
+                f"{name} has shape {tuple(self.shape)} but {source} has shape {tuple(shape)}. "
+                "Load into a storage of the same capacity."
+            )
+        pairs = self._layout.match(td if spec is None else _rebuild(td, spec), td.batch_size)
+        for dest, value in pairs:
+            if dest.dtype != value.dtype:
+                raise ValueError(
+                    f"{name} stores {dest.dtype} where {source} has {value.dtype}. Load it into a "
+                    "storage that holds the same dtypes, or a fresh one."
+                )
+        return lambda: self._apply_content(td, spec, shape, rows, length)
+
+    def _apply_content(
+        self, td: TensorDictBase, spec: Any, shape: torch.Size, rows: int, length: int
+    ) -> None:
         if self._storage is None:
             self.max_size = shape.numel()
             self._init_from(td, spec, shape)
-        elif self._storage.batch_size != shape:
-            raise ValueError(
-                f"{type(self).__name__} has shape {tuple(self.shape)} but the saved state has shape "
-                f"{tuple(shape)}. Load into a storage of the same capacity."
-            )
-        else:
-            self._layout.match(td if spec is None else _rebuild(td, spec), td.batch_size)
-        for dest, key in zip(self._layout.tensors, self._layout.keys, strict=True):
-            dest[:rows].copy_(td.get(key))
-        self._len_value.fill_(meta["len"])
+        pairs = [
+            (dest, td.get(key))
+            for dest, key in zip(self._layout.tensors, self._layout.keys, strict=True)
+        ]
+        widest = max(max(src[:1].numel(), 1) * src.element_size() for _, src in pairs)
+        step = max(1, _COPY_BLOCK // widest)
+        for start in range(0, rows, step):  # rows of every leaf at a time: cache-friendly
+            for dest, src in pairs:
+                dest[start : min(start + step, rows)].copy_(src[start : start + step])
+        self._len_value.fill_(length)
 
     def _init_from(self, td: TensorDictBase, spec: Any, shape: torch.Size) -> None:
         specs = {

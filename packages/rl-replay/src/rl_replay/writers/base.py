@@ -60,7 +60,7 @@ class Writer(abc.ABC):
         return None
 
     def dumps(self, path: str | Path) -> None:
-        """Save the writer state in the directory ``path`` (JSON + memory-mapped tensors)."""
+        """Save the writer state in the directory ``path`` (JSON + checksummed tensor files)."""
         dump_state(self.state_dict(), Path(path), owner=type(self).__name__)
 
     def loads(self, path: str | Path) -> None:

@@ -87,7 +87,24 @@ class RoundRobinWriter(Writer):
         return {"_cursor": self._cursor}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._cursor = int(state_dict["_cursor"])
+        """Restore the cursor.
+
+        Raises:
+            ValueError: if the saved cursor is not a non-negative int (nothing changes then).
+        """
+        cursor = state_dict["_cursor"]
+        if (
+            isinstance(cursor, torch.Tensor)
+            and cursor.numel() == 1
+            and not cursor.is_floating_point()
+        ):
+            cursor = int(cursor)
+        if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 0:
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict expected '_cursor' to be an int >= 0, got "
+                f"{cursor!r}. Pass a state returned by state_dict()."
+            )
+        self._cursor = cursor
 
 
 class TensorDictRoundRobinWriter(RoundRobinWriter):
