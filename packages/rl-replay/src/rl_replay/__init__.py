@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rl_replay._buffer import ReplayBuffer
 from rl_replay._ensemble import ReplayBufferEnsemble, StorageEnsemble, WriterEnsemble
+from rl_replay._multistep import MultiStep
 from rl_replay._tensordict_buffers import (
     PrioritizedReplayBuffer,
     TensorDictPrioritizedReplayBuffer,
@@ -53,6 +54,7 @@ __all__ = [
     "LazyTensorStorage",
     "ListStorage",
     "ListStorageCheckpointer",
+    "MultiStep",
     "NestedStorageCheckpointer",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
