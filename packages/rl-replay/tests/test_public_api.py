@@ -28,7 +28,6 @@ DOCUMENTED |= {
 }  # fmt: skip
 # Documented names this distribution does not implement (yet).
 NOT_IMPLEMENTED: set[str] = {
-    "TED2Flat", "Flat2TED", "TED2Nested", "Nested2TED", "H5Split", "H5Combine",
     "BinaryToDecimal", "HashToInt", "QueryModule", "RandomProjectionHash", "SipHash",
     "TensorDictMap", "TensorMap", "Tree", "MCTSForest",
 }  # fmt: skip

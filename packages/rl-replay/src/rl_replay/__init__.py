@@ -5,6 +5,8 @@ from __future__ import annotations
 from rl_replay._buffer import ReplayBuffer
 from rl_replay._ensemble import ReplayBufferEnsemble, StorageEnsemble, WriterEnsemble
 from rl_replay._multistep import MultiStep
+from rl_replay._ted import Flat2TED, Nested2TED, TED2Flat, TED2Nested
+from rl_replay._ted_h5 import H5Combine, H5Split
 from rl_replay._tensordict_buffers import (
     PrioritizedReplayBuffer,
     TensorDictPrioritizedReplayBuffer,
@@ -47,7 +49,10 @@ from rl_replay.writers import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "Flat2TED",
     "FlatStorageCheckpointer",
+    "H5Combine",
+    "H5Split",
     "H5StorageCheckpointer",
     "ImmutableDatasetWriter",
     "LazyMemmapStorage",
@@ -55,6 +60,7 @@ __all__ = [
     "ListStorage",
     "ListStorageCheckpointer",
     "MultiStep",
+    "Nested2TED",
     "NestedStorageCheckpointer",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
@@ -72,6 +78,8 @@ __all__ = [
     "StorageCheckpointerBase",
     "StorageEnsemble",
     "StorageEnsembleCheckpointer",
+    "TED2Flat",
+    "TED2Nested",
     "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",
     "TensorDictReplayBuffer",
