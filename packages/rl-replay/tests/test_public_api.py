@@ -27,10 +27,7 @@ DOCUMENTED |= {
     "TensorDictMap", "TensorMap", "Tree", "MCTSForest",
 }  # fmt: skip
 # Documented names this distribution does not implement (yet).
-NOT_IMPLEMENTED: set[str] = {
-    "BinaryToDecimal", "HashToInt", "QueryModule", "RandomProjectionHash", "SipHash",
-    "TensorDictMap", "TensorMap", "Tree", "MCTSForest",
-}  # fmt: skip
+NOT_IMPLEMENTED: set[str] = set()
 
 OPTIONAL_BACKENDS = (
     "gymnasium",
