@@ -27,6 +27,7 @@ from rl_transforms._flow import (
 )
 from rl_transforms._hash import Hash
 from rl_transforms._image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
+from rl_transforms._multistep import MultiStepTransform
 from rl_transforms._normalization import ObservationNorm, VecNorm, VecNormV2
 from rl_transforms._policy_switch import ConditionalPolicySwitch
 from rl_transforms._primer import TensorDictPrimer, gSDENoise
@@ -87,6 +88,7 @@ __all__: list[str] = [
     "gSDENoise",
     "InitTracker",
     "LineariseRewards",
+    "MultiStepTransform",
     "NoopResetEnv",
     "ObservationNorm",
     "ObservationTransform",
