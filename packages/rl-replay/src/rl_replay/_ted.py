@@ -106,8 +106,12 @@ def ted_to_flat(
     stop = trajectory_ends(data, done_keys, full) if dup else None
     for number, key in enumerate(dup):
         current, following = data.get(key), data.get((NEXT, *key))
-        successor = torch.roll(current, -1, dims=0)
-        differs = (following != successor).reshape(*data.batch_size, -1).any(-1)
+        # ("next", key)[t] is recoverable when it equals key[t + 1] (the oldest row
+        # follows the newest one in a full circular storage)
+        differs = torch.ones(data.batch_size, dtype=torch.bool)
+        if data.batch_size[0] > 1:
+            differs[:-1] = _rows_differ(following[:-1], current[1:], data.batch_dims)
+        differs[-1:] = _rows_differ(following[-1:], current[:1], data.batch_dims)
         positions = (differs | stop).reshape(-1).nonzero().squeeze(-1)
         ends[f"{number}_index"] = positions
         ends[f"{number}_value"] = following.reshape(-1, *following.shape[data.batch_dims :])[
@@ -118,10 +122,17 @@ def ted_to_flat(
 
 
 def flat_to_ted(
-    kept: TensorDictBase, ends: TensorDictBase, duplicated: Sequence[Sequence[str]]
+    kept: TensorDictBase,
+    ends: TensorDictBase,
+    duplicated: Sequence[Sequence[str]],
+    *,
+    copy: bool = False,
 ) -> TensorDictBase:
-    """Rebuilds the TED from the parts :func:`ted_to_flat` returns."""
-    data = kept.to_tensordict() if hasattr(kept, "to_tensordict") else kept.clone()
+    """Rebuilds the TED from the parts :func:`ted_to_flat` returns.
+
+    The kept entries are shared with ``kept`` unless ``copy`` is set.
+    """
+    data = kept.to_tensordict() if copy else kept.copy()
     for number, key in enumerate(duplicated):
         key = tuple(key)
         if f"{number}_index" not in ends.keys():
@@ -129,11 +140,28 @@ def flat_to_ted(
                 f"Flat2TED expected the ends of {key!r} under ('ends', '{number}_index'); found "
                 f"{sorted(ends.keys())}. The flat data is incomplete: convert it again with TED2Flat."
             )
-        following = torch.roll(data.get(key), -1, dims=0)
+        current = data.get(key)
+        following = torch.empty_like(current)
+        following[:-1] = current[1:]
+        following[-1:] = current[:1]
         flat = following.view(-1, *following.shape[data.batch_dims :])
         flat[ends.get(f"{number}_index")] = ends.get(f"{number}_value")
         data.set((NEXT, *key), following)
     return data
+
+
+def _rows_differ(a: torch.Tensor, b: torch.Tensor, batch_dims: int) -> torch.Tensor:
+    """Per batch element: whether the two tensors differ anywhere (bitwise, so NaNs match)."""
+    shape = a.shape[:batch_dims]
+    a2, b2 = a.reshape(shape.numel(), -1), b.reshape(shape.numel(), -1)
+    if a2.is_contiguous() and b2.is_contiguous() and a2.numel():
+        row_bytes = a2.shape[1] * a2.element_size()
+        for dtype, size in ((torch.int64, 8), (torch.int32, 4), (torch.uint8, 1)):
+            if row_bytes % size == 0:
+                a2 = a2.view(torch.uint8).view(dtype)
+                b2 = b2.view(torch.uint8).view(dtype)
+                break
+    return (a2 != b2).any(-1).reshape(shape)
 
 
 def nested_from_kept(

@@ -22,7 +22,7 @@ from tensordict.utils import NestedKey
 from rl_replay._multistep import DEFAULT_DONE_KEYS
 from rl_replay.map._query import QueryModule
 from rl_replay.map._tdmap import TensorDictMap
-from rl_replay.map._tree import Tree, _default_format
+from rl_replay.map._tree import Tree, _default_format, attach_children
 from rl_replay.storages import LazyTensorStorage, ListStorage
 
 __all__ = ["MCTSForest"]
@@ -114,7 +114,8 @@ class MCTSForest:
                     "Pass one of them, or equal values."
                 )
         self.data_map = data_map
-        self.node_map = node_map
+        self._node_map = node_map
+        self._dirty_nodes: dict[int, None] = {}
         self.max_size = max_size
         self.done_keys = done_keys if done_keys is not None else list(DEFAULT_DONE_KEYS)
         self.reward_keys = reward_keys if reward_keys is not None else ["reward"]
@@ -128,6 +129,19 @@ class MCTSForest:
         self._edges: list[dict[int, int]] = []
         # per data slot: the hash of its next observation (as a node key)
         self._next_node_hash: list[int] = []
+
+    @property
+    def node_map(self) -> TensorDictMap | None:
+        """``observation -> {"_index", "_hash", "count"}``: the data-map slots and hashes
+        of the actions taken from an observation, and how many there are."""
+        if self._dirty_nodes:
+            self._write_node_map(list(self._dirty_nodes))
+            self._dirty_nodes = {}
+        return self._node_map
+
+    @node_map.setter
+    def node_map(self, value: TensorDictMap | None) -> None:
+        self._node_map = value
 
     # ------------------------------------------------------------ keys
     def _keys_property(name: str) -> property:
@@ -165,9 +179,11 @@ class MCTSForest:
             self.data_map = TensorDictMap(
                 query_module=query, storage=LazyTensorStorage(self._capacity())
             )
-        if self.node_map is None:
+        if self._node_map is None:
             query = QueryModule(in_keys=list(self.observation_keys))
-            self.node_map = TensorDictMap(query_module=query, storage=ListStorage(self._capacity()))
+            self._node_map = TensorDictMap(
+                query_module=query, storage=ListStorage(self._capacity())
+            )
         if self.max_size is None:
             self.max_size = self.data_map.max_size
 
@@ -214,9 +230,9 @@ class MCTSForest:
             data_query.get(self.data_map.query_module.hash_key),
         )
         self.data_map[data_index] = dest
-        node_query = self.node_map.query_module
+        node_query = self._node_map.query_module
         node_index = node_query(source, extend=True, write_hash=False, clone=True).get(
-            self.node_map.index_key
+            self._node_map.index_key
         )
         next_hash = node_query.hash(steps.get("next"))
         for slot, h in zip(data_index.tolist(), next_hash.tolist(), strict=True):
@@ -256,22 +272,22 @@ class MCTSForest:
                     batch_size=[],
                 )
             )
-        self.node_map.storage.set(nodes, values)
-        self.node_map._mark_written(torch.tensor(nodes, dtype=torch.int64))
+        self._node_map.storage.set(nodes, values)
+        self._node_map._mark_written(torch.tensor(nodes, dtype=torch.int64))
 
     # ------------------------------------------------------------ trees
     def _node_of(self, data: TensorDictBase) -> int:
-        index = self.node_map.query_module(
+        index = self._node_map.query_module(
             data.unsqueeze(0) if not data.batch_dims else data,
             extend=False,
             write_hash=False,
             clone=True,
-        ).get(self.node_map.index_key)
+        ).get(self._node_map.index_key)
         return int(index.reshape(-1)[0])
 
     def _walk(self, slot: int, compact: bool) -> tuple[list[int], int]:
         """Follows edge ``slot``: the data slots of the walk and the node it ends on (-1: unknown)."""
-        lookup = self.node_map.query_module.hash_to_int._index
+        lookup = self._node_map.query_module.hash_to_int._index
         chain = [slot]
         while True:
             node = lookup.get(self._next_node_hash[chain[-1]], -1)
@@ -285,15 +301,25 @@ class MCTSForest:
                 return chain, node
             chain.append(nxt)
 
-    def _rollout(self, chain: list[int], start: TensorDictBase) -> TensorDictBase:
-        steps = self.data_map.storage.get(torch.tensor(chain, dtype=torch.int64))
-        steps = steps.clone() if hasattr(steps, "clone") else steps
+    def _rollouts(
+        self, chains: list[list[int]], starts: list[TensorDictBase]
+    ) -> list[TensorDictBase]:
+        """The steps of several walks, read with one gather: one TED per walk."""
+        flat = [slot for chain in chains for slot in chain]
+        steps = self.data_map.storage.get(torch.tensor(flat, dtype=torch.int64))  # a copy
         nxt = steps.get("next")
+        lengths = [len(chain) for chain in chains]
+        # the observation of a step is the next one of the step before (the start for the first)
+        firsts = torch.zeros(len(flat), dtype=torch.bool)
+        offsets = torch.tensor([0, *lengths[:-1]]).cumsum(0)
+        firsts[offsets] = True
         for key in self.observation_keys:
-            first = start.get(key).unsqueeze(0)
-            rest = nxt.get(key)[:-1]
-            steps.set(key, torch.cat([first.to(rest.dtype), rest]))
-        return steps
+            following = nxt.get(key)
+            current = torch.empty_like(following)
+            current[1:] = following[:-1]
+            current[firsts] = torch.stack([start.get(key).to(following.dtype) for start in starts])
+            steps.set(key, current)
+        return list(steps.split(lengths, 0))
 
     def get_tree(
         self,
@@ -316,7 +342,7 @@ class MCTSForest:
         Raises:
             KeyError: if the root observation was never stored.
         """
-        if self.node_map is None:
+        if self._node_map is None:
             raise KeyError("MCTSForest is empty: extend it with rollouts before asking for a tree.")
         node_data = root.select(*self.observation_keys)
         node = self._node_of(node_data)
@@ -335,7 +361,7 @@ class MCTSForest:
         )
         if len(edges) == 1:  # the root takes its single action along
             chain, node = self._walk(next(iter(edges)), compact)
-            tree.rollout = self._rollout(chain, node_data)
+            tree.rollout = self._rollouts([chain], [node_data])[0]
             tree.node_data = tree.rollout[-1]["next"].select(*self.observation_keys)
             edges = self._edges[node] if node >= 0 else {}
             tree.index = torch.tensor(list(edges), dtype=torch.int64)
@@ -346,28 +372,27 @@ class MCTSForest:
             queue.append((tree, edges, 0))
         while queue:
             parent, edges, depth = queue.popleft()
-            children = []
-            for slot, h in edges.items():
-                child = memo.get(h)
-                if child is None:
-                    chain, node = self._walk(slot, compact)
-                    rollout = self._rollout(chain, parent.node_data)
-                    child_edges = self._edges[node] if node >= 0 else {}
-                    child = Tree(
-                        count=torch.zeros((), dtype=torch.int32),
-                        wins=torch.zeros(()),
-                        index=torch.tensor(list(child_edges), dtype=torch.int64),
-                        hash=h,
-                        node_id=counter,
-                        rollout=rollout,
-                        node_data=rollout[-1]["next"].select(*self.observation_keys),
-                    )
-                    counter += 1
-                    memo[h] = child
-                    if child_edges and (max_depth is None or depth + 1 < max_depth):
-                        queue.append((child, child_edges, depth + 1))
-                children.append(child)
-            parent.subtree = TensorDict.lazy_stack(children)
+            new = [(slot, h) for slot, h in edges.items() if h not in memo]
+            walks = [self._walk(slot, compact) for slot, _ in new]
+            rollouts = (
+                self._rollouts([c for c, _ in walks], [parent.node_data] * len(new)) if new else []
+            )
+            for (_, h), (_, node), rollout in zip(new, walks, rollouts, strict=True):
+                child_edges = self._edges[node] if node >= 0 else {}
+                child = Tree(
+                    count=torch.zeros((), dtype=torch.int32),
+                    wins=torch.zeros(()),
+                    index=torch.tensor(list(child_edges), dtype=torch.int64),
+                    hash=h,
+                    node_id=counter,
+                    rollout=rollout,
+                    node_data=rollout[-1]["next"].select(*self.observation_keys),
+                )
+                counter += 1
+                memo[h] = child
+                if child_edges and (max_depth is None or depth + 1 < max_depth):
+                    queue.append((child, child_edges, depth + 1))
+            attach_children(parent, [memo[h] for h in edges.values()])
         return tree
 
     def get_child(self, root: TensorDictBase) -> TensorDictBase:

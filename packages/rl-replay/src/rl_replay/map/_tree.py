@@ -373,6 +373,14 @@ def _set_subtree_parents(self: Tree, name: str, value: Any) -> None:  # Any: any
 Tree.__setattr__ = _set_subtree_parents
 
 
+def attach_children(parent: Tree, children: list[Tree]) -> None:
+    """Sets ``parent.subtree`` to the stack of ``children``, each pointing back to ``parent``."""
+    ref = weakref.ref(parent._tensordict)
+    for child in children:
+        _FIELD_SETATTR(child, "_parent", ref)
+    _FIELD_SETATTR(parent, "subtree", TensorDict.lazy_stack(children))
+
+
 def _same_data(a: TensorDictBase | None, b: TensorDictBase | None) -> bool:
     if a is None or b is None:
         return a is b
