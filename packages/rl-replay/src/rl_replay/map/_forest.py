@@ -239,15 +239,15 @@ class MCTSForest:
             if slot >= len(self._next_node_hash):
                 self._next_node_hash.extend([0] * (slot + 1 - len(self._next_node_hash)))
             self._next_node_hash[slot] = h
-        touched: dict[int, None] = {}
+        # the node map's values are written when it is next read (see node_map)
+        dirty = self._dirty_nodes
         for node, slot, h in zip(
             node_index.tolist(), data_index.tolist(), data_hash.tolist(), strict=True
         ):
             while node >= len(self._edges):
                 self._edges.append({})
             self._edges[node].setdefault(slot, h)
-            touched[node] = None
-        self._write_node_map(list(touched))
+            dirty[node] = None
         if return_node:
             return self.get_tree(steps[0])
         return None
@@ -319,7 +319,10 @@ class MCTSForest:
             current[1:] = following[:-1]
             current[firsts] = torch.stack([start.get(key).to(following.dtype) for start in starts])
             steps.set(key, current)
-        return list(steps.split(lengths, 0))
+        if len(chains) == 1:
+            return [steps]
+        bounds = [0, *torch.tensor(lengths).cumsum(0).tolist()]
+        return [steps[start:stop] for start, stop in zip(bounds[:-1], bounds[1:], strict=True)]
 
     def get_tree(
         self,

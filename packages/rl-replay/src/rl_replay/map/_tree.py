@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
 import torch
-from tensordict import TensorDict, TensorDictBase, tensorclass
+from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, tensorclass
 
 __all__ = ["Tree"]
 
@@ -378,7 +378,8 @@ def attach_children(parent: Tree, children: list[Tree]) -> None:
     ref = weakref.ref(parent._tensordict)
     for child in children:
         _FIELD_SETATTR(child, "_parent", ref)
-    _FIELD_SETATTR(parent, "subtree", TensorDict.lazy_stack(children))
+    stack = LazyStackedTensorDict(*[child._tensordict for child in children], stack_dim=0)
+    _FIELD_SETATTR(parent, "subtree", Tree.from_tensordict(stack))
 
 
 def _same_data(a: TensorDictBase | None, b: TensorDictBase | None) -> bool:
