@@ -11,6 +11,7 @@ storage in one gather.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -322,7 +323,7 @@ class MCTSForest:
         if len(chains) == 1:
             return [steps]
         bounds = [0, *torch.tensor(lengths).cumsum(0).tolist()]
-        return [steps[start:stop] for start, stop in zip(bounds[:-1], bounds[1:], strict=True)]
+        return [steps[start:stop] for start, stop in itertools.pairwise(bounds)]
 
     def get_tree(
         self,
