@@ -138,9 +138,15 @@ def _flatten_list(values: list[Any]) -> list[Any]:  # Any: non-tensor values
 
 
 def read_flat(
-    file_path: str | Path, owner: str = "H5Combine"
+    file_path: str | Path,
+    owner: str = "H5Combine",
+    *,
+    batch_size: Sequence[int] | None = None,
 ) -> tuple[TensorDict, TensorDict, list[list[str]], dict[str, Any]]:
     """Reads ``(kept, ends, duplicated, attrs)`` written by :func:`write_flat`.
+
+    A caller that knows the batch size from elsewhere (a checkpoint's metadata) may pass
+    it; files without the layout attributes (older checkpoints) are then accepted.
 
     Raises:
         FileNotFoundError: if the file does not exist.
@@ -161,16 +167,20 @@ def read_flat(
         ) from err
     with file:
         layout = file.attrs.get("rl_replay_layout")
-        if layout != LAYOUT or DATA_GROUP not in file:
+        legacy = batch_size is not None and layout is None
+        if not legacy and (layout != LAYOUT or DATA_GROUP not in file):
             raise ValueError(
                 f"{owner} expected an HDF5 file written by H5Split (attribute "
                 f"rl_replay_layout={LAYOUT!r} and a {DATA_GROUP!r} group), found layout "
                 f"{layout!r} and groups {sorted(file.keys())} in {file_path}. Write it with H5Split."
             )
         attrs = {k: json.loads(v) for k, v in file.attrs.items() if k != "rl_replay_layout"}
-        batch = attrs.pop("batch_size")
-        duplicated = attrs.pop("duplicated")
+        stored_batch = attrs.pop("batch_size", None)
+        batch = list(batch_size) if batch_size is not None else stored_batch
+        duplicated = attrs.pop("duplicated", [])
         data = _read_group(file, DATA_GROUP)
+        if not data:
+            batch = []
         ends = _read_group(file, ENDS_GROUP)
         kept = TensorDict(data, batch_size=batch)
         if NON_TENSOR_GROUP in file:
