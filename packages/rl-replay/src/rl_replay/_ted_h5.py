@@ -146,7 +146,8 @@ def read_flat(
     """Reads ``(kept, ends, duplicated, attrs)`` written by :func:`write_flat`.
 
     A caller that knows the batch size from elsewhere (a checkpoint's metadata) may pass
-    it; files without the layout attributes (older checkpoints) are then accepted.
+    it (``None`` as its first dim: the stored length); files without the layout
+    attributes (older checkpoints) are then accepted.
 
     Raises:
         FileNotFoundError: if the file does not exist.
@@ -176,11 +177,13 @@ def read_flat(
             )
         attrs = {k: json.loads(v) for k, v in file.attrs.items() if k != "rl_replay_layout"}
         stored_batch = attrs.pop("batch_size", None)
-        batch = list(batch_size) if batch_size is not None else stored_batch
         duplicated = attrs.pop("duplicated", [])
         data = _read_group(file, DATA_GROUP)
+        batch = list(batch_size) if batch_size is not None else stored_batch
         if not data:
             batch = []
+        elif batch and batch[0] is None:  # the leading dim comes from the data
+            batch[0] = next(iter(data.values())).shape[0]
         ends = _read_group(file, ENDS_GROUP)
         kept = TensorDict(data, batch_size=batch)
         if NON_TENSOR_GROUP in file:
