@@ -111,6 +111,38 @@ class TestTED2Flat:
         ted_bytes = data.bytes()
         assert flat.exclude("duplicated").bytes() < 0.55 * ted_bytes
 
+    @pytest.mark.parametrize("offset", [0, 1, 3])
+    def test_views_of_larger_tensors_round_trip(self, offset):
+        # rows that start at odd offsets or have strides cannot be compared as int64 words
+        base = torch.randn(40, 5)
+        obs = base[offset : offset + 11, :3]
+        done = torch.zeros(10, 1, dtype=torch.bool)
+        done[4] = True
+        ted = TensorDict(
+            {"observation": obs[:-1], "next": {"observation": obs[1:], "done": done}}, [10]
+        )
+        assert_same_ted(Flat2TED()(TED2Flat()(ted)), ted)
+        assert_same_ted(Flat2TED()(TED2Flat()(ted[1:])), ted[1:])
+
+    def test_nan_and_signed_zero_round_trip_bitwise(self):
+        obs = torch.tensor([[0.0], [float("nan")], [-0.0], [1.0], [float("nan")]])
+        ted = TensorDict(
+            {
+                "observation": obs[:-1],
+                "next": {
+                    "observation": obs[1:].clone(),
+                    "done": torch.zeros(4, 1, dtype=torch.bool),
+                },
+            },
+            [4],
+        )
+        ted["next", "observation"][1] = 0.0  # +0.0 where the next root step holds -0.0
+        out = Flat2TED()(TED2Flat()(ted))
+        assert torch.equal(
+            out["next", "observation"].view(torch.int32),
+            ted["next", "observation"].view(torch.int32),
+        )
+
     def test_shift_and_is_full_are_written_when_set(self):
         to_flat = TED2Flat()
         to_flat.shift, to_flat.is_full = 3, True

@@ -154,10 +154,11 @@ def _rows_differ(a: torch.Tensor, b: torch.Tensor, batch_dims: int) -> torch.Ten
     """Per batch element: whether the two tensors differ anywhere (bitwise, so NaNs match)."""
     shape = a.shape[:batch_dims]
     a2, b2 = a.reshape(shape.numel(), -1), b.reshape(shape.numel(), -1)
-    if a2.is_contiguous() and b2.is_contiguous() and a2.numel():
+    if a2.numel() and all(t.is_contiguous() and t.stride(-1) == 1 for t in (a2, b2)):
         row_bytes = a2.shape[1] * a2.element_size()
         for dtype, size in ((torch.int64, 8), (torch.int32, 4), (torch.uint8, 1)):
-            if row_bytes % size == 0:
+            aligned = all(t.storage_offset() * t.element_size() % size == 0 for t in (a2, b2))
+            if row_bytes % size == 0 and aligned:
                 a2 = a2.view(torch.uint8).view(dtype)
                 b2 = b2.view(torch.uint8).view(dtype)
                 break
