@@ -9,17 +9,14 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
+from rl_replay._ted_h5 import read_flat, write_flat
 from rl_replay.checkpointers._files import read_json
 from rl_replay.checkpointers.ted import (
-    DATA_DIR,
-    ENDS_DIR,
     META_FILE,
     FlatStorageCheckpointer,
-    _as_tuple,
 )
 
 __all__ = ["H5StorageCheckpointer"]
@@ -82,14 +79,18 @@ class H5StorageCheckpointer(FlatStorageCheckpointer):
     def _compress(self, storage: Any) -> tuple[TensorDictBase, TensorDictBase, dict[str, Any]]:
         kept, ends, meta = super()._compress(storage)
         meta["format"] = "h5"
+        self._duplicated = meta["duplicated"]  # written into the file too (H5Combine reads it)
         return kept, ends, meta
 
     def _write(self, kept: TensorDictBase, ends: TensorDictBase, path: Path) -> None:
-        with self._h5py.File(path / self.checkpoint_file, "w") as file:
-            for group, td in ((DATA_DIR, kept), (ENDS_DIR, ends)):
-                for key, tensor in td.items(True, True):
-                    name = "/".join((group, *_as_tuple(key)))
-                    file.create_dataset(name, data=tensor.contiguous().numpy(), **self.h5_kwargs)
+        write_flat(
+            path / self.checkpoint_file,
+            kept,
+            ends,
+            duplicated=getattr(self, "_duplicated", []),
+            h5_kwargs=self.h5_kwargs,
+            owner=type(self).__name__,
+        )
 
     def _read(self, path: Path, owner: str) -> tuple[TensorDictBase, TensorDictBase]:
         file_path = path / self.checkpoint_file
@@ -98,33 +99,15 @@ class H5StorageCheckpointer(FlatStorageCheckpointer):
                 f"{owner}.loads expected the HDF5 file {file_path}, which does not exist. "
                 "The checkpoint is incomplete; dump it again."
             )
+        batch = [None, *self._meta_inner(path, owner)]
         try:
-            with self._h5py.File(file_path, "r") as file:
-                groups = [_read_group(file, name) for name in (DATA_DIR, ENDS_DIR)]
-        except OSError as err:
-            raise ValueError(
-                f"{owner}.loads could not read {file_path}: {err}. The checkpoint is truncated or corrupt."
-            ) from err
-        data, ends = groups
-        first = next(iter(data.values()), None)
-        batch = [] if first is None else [first.shape[0], *self._meta_inner(path, owner)]
-        return TensorDict(data, batch_size=batch), TensorDict(ends, batch_size=[])
+            kept, ends, _, _ = read_flat(file_path, owner, batch_size=batch)
+        except ValueError as err:
+            raise ValueError(f"{err} The checkpoint is truncated or corrupt.") from err
+        return kept, ends
 
     def _meta_inner(self, path: Path, owner: str) -> list[int]:
         return read_json(path / META_FILE, owner)["shape"][1:]
-
-
-def _read_group(file: Any, name: str) -> dict[tuple[str, ...], torch.Tensor]:  # Any: an h5py.File
-    out: dict[tuple[str, ...], torch.Tensor] = {}
-    if name not in file:
-        return out
-
-    def visit(item_name: str, item: Any) -> None:  # Any: an h5py object
-        if hasattr(item, "shape") and hasattr(item, "dtype"):
-            out[tuple(item_name.split("/"))] = torch.from_numpy(item[()])
-
-    file[name].visititems(visit)
-    return out
 
 
 def _import_h5py() -> Any:  # Any: the h5py module
