@@ -1,7 +1,8 @@
 """HDF5 TED converters: :class:`H5Split` and :class:`H5Combine` (need h5py: the ``h5`` extra).
 
 :class:`H5Split` writes the flat form of :class:`~rl_replay.TED2Flat` to an HDF5
-file, one chunked (optionally compressed) dataset per leaf, written block by block;
+file, one dataset per leaf (contiguous, or chunked by rows when compressed), written
+block by block;
 :class:`H5Combine` reads it back into a TED. The file layout::
 
     /storage/<key path>     each kept entry (the TED's batch size along its first dims)
@@ -38,6 +39,7 @@ DATA_GROUP = "storage"
 ENDS_GROUP = "ends"
 NON_TENSOR_GROUP = "non_tensor"
 BLOCK_BYTES = 64 << 20  # write large leaves in blocks of about this many bytes
+CHUNK_BYTES = 8 << 20  # the chunk size of compressed datasets
 
 
 def import_h5py(owner: str) -> Any:  # Any: the h5py module
@@ -57,9 +59,11 @@ def _write_tensor(file: Any, name: str, tensor: torch.Tensor, h5_kwargs: dict[st
         )
     array_dtype = _numpy_dtype(tensor)
     kwargs = dict(h5_kwargs)
-    if tensor.ndim and tensor.shape[0] and "chunks" not in kwargs:
+    if tensor.ndim and tensor.shape[0] and "chunks" not in kwargs and "compression" in kwargs:
+        # compressed datasets are chunked by rows, about CHUNK_BYTES per chunk (small chunks
+        # make whole-dataset reads crawl through h5py's chunk cache); others stay contiguous
         row = max(1, tensor[0].numel() * tensor.element_size())
-        kwargs["chunks"] = (max(1, min(tensor.shape[0], (1 << 20) // row)), *tensor.shape[1:])
+        kwargs["chunks"] = (max(1, min(tensor.shape[0], CHUNK_BYTES // row)), *tensor.shape[1:])
     if not tensor.ndim or not tensor.shape[0]:
         kwargs.pop("chunks", None)
         kwargs.pop("compression", None)
@@ -225,8 +229,8 @@ def _read_group(file: Any, group: str) -> dict[tuple[str, ...], torch.Tensor]:  
 class H5Split(TED2Flat):
     """Splits a dataset prepared with TED2Nested into a TensorDict where each trajectory is stored as views on their parent nested tensors.
 
-    Here: writes the compact (flat) form of a TED to an HDF5 file, one chunked
-    dataset per leaf, written in blocks; :class:`H5Combine` reads it back. The
+    Here: writes the compact (flat) form of a TED to an HDF5 file, one dataset per
+    leaf (chunked by rows when compressed), written in blocks; :class:`H5Combine` reads it back. The
     keys are those of :class:`~rl_replay.TED2Flat`.
 
     Args:
