@@ -7,3 +7,4 @@ import importlib.util
 collect_ignore: list[str] = []
 if importlib.util.find_spec("h5py") is None:
     collect_ignore.append("src/rl_replay/checkpointers/h5.py")
+    collect_ignore.append("src/rl_replay/_ted_h5.py")

@@ -1,4 +1,5 @@
-"""Skip the doctests of the pretrained encoders when transformers (the ``vision`` extra) is absent."""
+"""Skip the doctests whose optional backend is absent: the pretrained encoders without
+transformers (the ``vision`` extra), MultiStepTransform without rl-replay (``replay``)."""
 
 from __future__ import annotations
 
@@ -11,3 +12,5 @@ if importlib.util.find_spec("transformers") is None:
         "src/rl_transforms/_encoders/_vip.py",
         "src/rl_transforms/_encoders/_vc1.py",
     ]
+if importlib.util.find_spec("rl_replay") is None:
+    collect_ignore.append("src/rl_transforms/_multistep.py")

@@ -20,6 +20,12 @@ DOCUMENTED = {
     "TensorDictRoundRobinWriter", "TensorStorage", "TensorStorageCheckpointer", "Writer",
     "ReplayBufferEnsemble", "SamplerEnsemble", "StorageEnsemble", "WriterEnsemble",
 }  # fmt: skip
+# 002/003 "Utils" (MultiStep, the TED converters) and 002 "Trees and Forests" (maps, trees).
+DOCUMENTED |= {
+    "MultiStep", "TED2Flat", "Flat2TED", "TED2Nested", "Nested2TED", "H5Split", "H5Combine",
+    "BinaryToDecimal", "HashToInt", "QueryModule", "RandomProjectionHash", "SipHash",
+    "TensorDictMap", "TensorMap", "Tree", "MCTSForest",
+}  # fmt: skip
 # Documented names this distribution does not implement (yet).
 NOT_IMPLEMENTED: set[str] = set()
 

@@ -52,6 +52,8 @@ TORCHRL_PATHS = [
     "rl_stack.data.replay_buffers.writers",
     "rl_stack.data.replay_buffers.checkpointers",
     "rl_stack.data.datasets",
+    "rl_stack.data.postprocs",
+    "rl_stack.data.map",
     "rl_stack.record.recorder",
     "rl_stack.record.loggers",
     "rl_stack.record.loggers.common",

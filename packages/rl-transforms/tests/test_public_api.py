@@ -55,6 +55,7 @@ DOCUMENTED = [
     "Hash",
     "InitTracker",
     "LineariseRewards",
+    "MultiStepTransform",
     "NoopResetEnv",
     "ObservationNorm",
     "ObservationTransform",

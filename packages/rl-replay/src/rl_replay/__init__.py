@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from rl_replay._buffer import ReplayBuffer
 from rl_replay._ensemble import ReplayBufferEnsemble, StorageEnsemble, WriterEnsemble
+from rl_replay._multistep import MultiStep
+from rl_replay._ted import Flat2TED, Nested2TED, TED2Flat, TED2Nested
+from rl_replay._ted_h5 import H5Combine, H5Split
 from rl_replay._tensordict_buffers import (
     PrioritizedReplayBuffer,
     TensorDictPrioritizedReplayBuffer,
@@ -17,6 +20,17 @@ from rl_replay.checkpointers import (
     StorageCheckpointerBase,
     StorageEnsembleCheckpointer,
     TensorStorageCheckpointer,
+)
+from rl_replay.map import (
+    BinaryToDecimal,
+    HashToInt,
+    MCTSForest,
+    QueryModule,
+    RandomProjectionHash,
+    SipHash,
+    TensorDictMap,
+    TensorMap,
+    Tree,
 )
 from rl_replay.samplers import (
     PrioritizedSampler,
@@ -46,17 +60,27 @@ from rl_replay.writers import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "BinaryToDecimal",
+    "Flat2TED",
     "FlatStorageCheckpointer",
+    "H5Combine",
+    "H5Split",
     "H5StorageCheckpointer",
+    "HashToInt",
     "ImmutableDatasetWriter",
     "LazyMemmapStorage",
     "LazyTensorStorage",
     "ListStorage",
     "ListStorageCheckpointer",
+    "MCTSForest",
+    "MultiStep",
+    "Nested2TED",
     "NestedStorageCheckpointer",
     "PrioritizedReplayBuffer",
     "PrioritizedSampler",
     "PrioritizedSliceSampler",
+    "QueryModule",
+    "RandomProjectionHash",
     "RandomSampler",
     "ReplayBuffer",
     "ReplayBufferEnsemble",
@@ -64,18 +88,24 @@ __all__ = [
     "Sampler",
     "SamplerEnsemble",
     "SamplerWithoutReplacement",
+    "SipHash",
     "SliceSampler",
     "SliceSamplerWithoutReplacement",
     "Storage",
     "StorageCheckpointerBase",
     "StorageEnsemble",
     "StorageEnsembleCheckpointer",
+    "TED2Flat",
+    "TED2Nested",
+    "TensorDictMap",
     "TensorDictMaxValueWriter",
     "TensorDictPrioritizedReplayBuffer",
     "TensorDictReplayBuffer",
     "TensorDictRoundRobinWriter",
+    "TensorMap",
     "TensorStorage",
     "TensorStorageCheckpointer",
+    "Tree",
     "Writer",
     "WriterEnsemble",
 ]

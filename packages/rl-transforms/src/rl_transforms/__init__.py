@@ -32,6 +32,7 @@ from rl_transforms._hash import Hash
 from rl_transforms._image import CenterCrop, Crop, GrayScale, Resize, ToTensorImage
 from rl_transforms._kl_reward import KLRewardTransform
 from rl_transforms._multi_action import MultiAction
+from rl_transforms._multistep import MultiStepTransform
 from rl_transforms._normalization import ObservationNorm, VecNorm, VecNormV2
 from rl_transforms._policy_switch import ConditionalPolicySwitch
 from rl_transforms._primer import TensorDictPrimer, gSDENoise
@@ -96,6 +97,7 @@ __all__: list[str] = [
     "KLRewardTransform",
     "LineariseRewards",
     "MultiAction",
+    "MultiStepTransform",
     "NoopResetEnv",
     "ObservationNorm",
     "ObservationTransform",

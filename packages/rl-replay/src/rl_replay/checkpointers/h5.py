@@ -11,16 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
+from rl_replay._ted_h5 import DATA_GROUP, ENDS_GROUP, _datasets, read_flat, write_flat
 from rl_replay.checkpointers._files import read_json, write_json
 from rl_replay.checkpointers.ted import (
-    DATA_DIR,
-    ENDS_DIR,
     META_FILE,
     FlatStorageCheckpointer,
-    _as_tuple,
 )
 
 __all__ = ["H5StorageCheckpointer"]
@@ -84,23 +82,22 @@ class H5StorageCheckpointer(FlatStorageCheckpointer):
     def _compress(self, storage: Any) -> tuple[TensorDictBase, TensorDictBase, dict[str, Any]]:
         kept, ends, meta = super()._compress(storage)
         meta["format"] = "h5"
+        self._duplicated = meta["duplicated"]  # written into the file too (H5Combine reads it)
         return kept, ends, meta
 
     def _write(self, kept: TensorDictBase, ends: TensorDictBase, path: Path) -> None:
-        datasets = {}
-        with self._h5py.File(path / self.checkpoint_file, "w") as file:
-            for group, td in ((DATA_DIR, kept), (ENDS_DIR, ends)):
-                for key, tensor in td.items(True, True):
-                    name = "/".join((group, *_as_tuple(key)))
-                    array = tensor.contiguous().numpy()
-                    file.create_dataset(name, data=array, **self.h5_kwargs)
-                    datasets[name] = {
-                        "dtype": str(array.dtype),
-                        "shape": list(array.shape),
-                        "checksum": _crc(array),
-                    }
+        write_flat(
+            path / self.checkpoint_file,
+            kept,
+            ends,
+            duplicated=getattr(self, "_duplicated", []),
+            h5_kwargs=self.h5_kwargs,
+            owner=type(self).__name__,
+        )
         # the columns, dtypes, shapes and checksums the HDF5 file must have at load time
-        write_json(path / f"{self.checkpoint_file}{MANIFEST_SUFFIX}", {"datasets": datasets})
+        write_json(
+            path / f"{self.checkpoint_file}{MANIFEST_SUFFIX}", {"datasets": _describe(kept, ends)}
+        )
 
     def _read(self, path: Path, owner: str) -> tuple[TensorDictBase, TensorDictBase]:
         file_path = path / self.checkpoint_file
@@ -116,56 +113,58 @@ class H5StorageCheckpointer(FlatStorageCheckpointer):
                 f"{owner}.loads expected a 'datasets' entry in {manifest_path}. The checkpoint "
                 "is corrupt; dump it again."
             )
+        batch = [None, *self._meta_inner(path, owner)]
         try:
+            # names and shapes first (file metadata only), so a damaged column is named
             with self._h5py.File(file_path, "r") as file:
-                groups = [_read_group(file, name) for name in (DATA_DIR, ENDS_DIR)]
-        except (
-            OSError,
-            TypeError,
-            ValueError,
-        ) as err:  # h5py: OSError; non-numeric data: TypeError
+                shapes = {
+                    "/".join((group, *key)): list(dataset.shape)
+                    for group in (DATA_GROUP, ENDS_GROUP)
+                    for key, dataset in _datasets(file, group)
+                }
+            _check_datasets(shapes, expected, file_path, owner, fields=("shape",))
+            kept, ends, _, _ = read_flat(file_path, owner, batch_size=batch)
+        except (OSError, KeyError, RuntimeError, TypeError) as err:
             raise ValueError(
-                f"{owner}.loads could not read {file_path}: {err}. The checkpoint is truncated or corrupt."
+                f"{owner}.loads could not read {file_path}: {err}. The checkpoint is truncated "
+                "or corrupt; dump it again."
             ) from err
-        _check_datasets(groups, expected, file_path, owner)
-        data, ends = groups
-        first = next(iter(data.values()), None)
-        batch = [] if first is None else [first.shape[0], *self._meta_inner(path, owner)]
-        return TensorDict(data, batch_size=batch), TensorDict(ends, batch_size=[])
+        _check_datasets(_describe(kept, ends), expected, file_path, owner)
+        return kept, ends
 
     def _meta_inner(self, path: Path, owner: str) -> list[int]:
         return read_json(path / META_FILE, owner)["shape"][1:]
 
 
-def _read_group(file: Any, name: str) -> dict[tuple[str, ...], torch.Tensor]:  # Any: an h5py.File
-    out: dict[tuple[str, ...], torch.Tensor] = {}
-    if name not in file:
-        return out
-
-    def visit(item_name: str, item: Any) -> None:  # Any: an h5py object
-        if hasattr(item, "shape") and hasattr(item, "dtype"):
-            out[tuple(item_name.split("/"))] = torch.from_numpy(item[()])
-
-    file[name].visititems(visit)
+def _describe(kept: TensorDictBase, ends: TensorDictBase) -> dict[str, dict[str, Any]]:
+    """dtype, shape and checksum of every tensor leaf, by dataset-like name."""
+    out = {}
+    for group, td in ((DATA_GROUP, kept), (ENDS_GROUP, ends)):
+        for key, tensor in td.items(True, True):
+            if not isinstance(tensor, torch.Tensor):
+                continue  # non-tensor leaves are JSON inside the file
+            raw = tensor.contiguous().view(-1).view(torch.uint8).numpy()
+            name = "/".join((group, *(key if isinstance(key, tuple) else (key,))))
+            out[name] = {
+                "dtype": str(tensor.dtype),
+                "shape": list(tensor.shape),
+                "checksum": f"crc32:{zlib.crc32(raw):08x}",
+            }
     return out
 
 
-def _crc(array: Any) -> str:  # Any: a numpy array
-    return f"crc32:{zlib.crc32(array.tobytes() if not array.flags.c_contiguous else array):08x}"
-
-
 def _check_datasets(
-    groups: list[dict[tuple[str, ...], torch.Tensor]],
+    found: dict[str, Any],
     expected: dict[str, Any],
     file_path: Path,
     owner: str,
+    fields: tuple[str, ...] = ("dtype", "shape", "checksum"),
 ) -> None:
-    """Compare the datasets read with those written: columns, dtypes, shapes, checksums."""
-    found = {
-        "/".join((group, *key)): tensor
-        for group, td in zip((DATA_DIR, ENDS_DIR), groups, strict=True)
-        for key, tensor in td.items()
-    }
+    """Compare the datasets read with those written: columns, then ``fields`` of each.
+
+    ``found`` maps a dataset name to its description (or, with ``fields=("shape",)``,
+    to its shape alone).
+    """
     for name in sorted(set(expected) | set(found)):
         if name not in found:
             raise ValueError(
@@ -178,15 +177,15 @@ def _check_datasets(
                 f"{owner}.loads found the dataset {name!r} in {file_path}, which the checkpoint "
                 "did not write. Remove it or dump the checkpoint again."
             )
-        array = found[name].numpy()
-        for field, value in (("dtype", str(array.dtype)), ("shape", list(array.shape))):
-            if entry.get(field) != value:
+        got = found[name] if isinstance(found[name], dict) else {"shape": found[name]}
+        for field in ("dtype", "shape"):
+            if field in fields and entry.get(field) != got[field]:
                 raise ValueError(
                     f"{owner}.loads expected the dataset {name!r} of {file_path} to have "
-                    f"{field} {entry.get(field)!r}, found {value!r}. The file was edited or is "
-                    "corrupt; dump the checkpoint again."
+                    f"{field} {entry.get(field)!r}, found {got[field]!r}. The file was "
+                    "edited or is corrupt; dump the checkpoint again."
                 )
-        if entry.get("checksum") != _crc(array):
+        if "checksum" in fields and entry.get("checksum") != got["checksum"]:
             raise ValueError(
                 f"{owner}.loads found a checksum mismatch in the dataset {name!r} of {file_path}: "
                 "its values changed since the dump. Dump the checkpoint again."

@@ -16,16 +16,22 @@ storage wraps around.
 
 from __future__ import annotations
 
-import itertools
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 
+from rl_replay._ted import (
+    duplicated_keys,
+    flat_to_ted,
+    kept_from_nested,
+    nested_from_kept,
+    ted_to_flat,
+    trajectory_ends,
+)
 from rl_replay.checkpointers._files import (
     read_json,
     read_tensordict,
@@ -95,64 +101,22 @@ class FlatStorageCheckpointer(StorageCheckpointerBase):
         rows = storage._len_along_dim0
         data = storage._storage[:rows]
         full = rows == storage.shape[0]
-        dup = self._duplicated_keys(data)
-        ends: dict[str, torch.Tensor] = {}
-        stop = self._trajectory_ends(data, rows, full)
-        for number, key in enumerate(dup):
-            current, following = data.get(key), data.get((NEXT, *key))
-            successor = torch.roll(current, -1, dims=0)
-            differs = (following != successor).reshape(*data.batch_size, -1).any(-1)
-            positions = (differs | stop).reshape(-1).nonzero().squeeze(-1)
-            ends[f"{number}_index"] = positions
-            ends[f"{number}_value"] = following.reshape(-1, *following.shape[data.batch_dims :])[
-                positions
-            ]
-        kept = data.exclude(*[(NEXT, *key) for key in dup])
+        kept, ends, dup = ted_to_flat(
+            data, done_keys=self.done_keys, reward_keys=self.reward_keys, full=full
+        )
         meta.update(format="flat", duplicated=[list(key) for key in dup], full=full)
-        return kept, TensorDict(ends, batch_size=[]), meta
+        return kept, ends, meta
 
     def _duplicated_keys(self, data: TensorDictBase) -> list[tuple[str, ...]]:
-        if NEXT not in data.keys():
-            return []
-        root = {_as_tuple(k) for k in data.keys(True, True) if _as_tuple(k)[0] != NEXT}
-        skip = set(self.done_keys) | set(self.reward_keys)
-        out = []
-        for key in data.get(NEXT).keys(True, True):
-            key = _as_tuple(key)
-            if key in skip or key not in root:
-                continue
-            current, following = data.get(key), data.get((NEXT, *key))
-            if current.shape == following.shape and current.dtype == following.dtype:
-                out.append(key)
-        return out
+        return duplicated_keys(data, self.done_keys, self.reward_keys)
 
     def _trajectory_ends(self, data: TensorDictBase, rows: int, full: bool) -> torch.Tensor:
-        stop = torch.zeros(data.batch_size, dtype=torch.bool)
-        for key in self.done_keys:
-            if (NEXT, *key) in data.keys(True):
-                flag = data.get((NEXT, *key))
-                stop |= flag.reshape(*data.batch_size, -1).any(-1)
-        if rows and not full:
-            stop[-1] = True  # the newest row has no successor
-        return stop
+        return trajectory_ends(data, self.done_keys, full)
 
     def _decompress(
         self, kept: TensorDictBase, ends: TensorDictBase, meta: dict[str, Any]
     ) -> TensorDictBase:
-        data = kept.to_tensordict() if hasattr(kept, "to_tensordict") else kept.clone()
-        for number, key in enumerate(meta["duplicated"]):
-            key = tuple(key)
-            following = torch.roll(data.get(key), -1, dims=0).clone()
-            flat = following.view(-1, *following.shape[data.batch_dims :])
-            index = ends.get(f"{number}_index")
-            if index.numel() and (int(index.min()) < 0 or int(index.max()) >= flat.shape[0]):
-                raise ValueError(
-                    f"the saved end positions of {key} must lie in [0, {flat.shape[0]}), found "
-                    f"[{int(index.min())}, {int(index.max())}]"
-                )
-            flat[index] = ends.get(f"{number}_value")
-            data.set((NEXT, *key), following)
-        return data
+        return flat_to_ted(kept, ends, meta["duplicated"], copy=True)
 
     # ------------------------------------------------------------ files
     def dumps(self, storage: Any, path: str | Path) -> None:  # Any: a TensorStorage
@@ -252,43 +216,12 @@ class NestedStorageCheckpointer(FlatStorageCheckpointer):
         kept, ends, meta = super()._compress(storage)
         rows = kept.batch_size[0]
         stop = self._trajectory_ends(storage._storage[:rows], rows, meta["full"])
-        # one column per environment: [rows, *B] -> [B_flat, rows]; cut after every end
-        columns = stop.reshape(rows, -1).T
-        lengths = []
-        for column in columns:
-            cuts = (column.nonzero().squeeze(-1) + 1).tolist()
-            bounds = [0, *[c for c in cuts if c < rows], rows]
-            lengths.append([b - a for a, b in itertools.pairwise(bounds)])
+        nested, lengths = nested_from_kept(kept, stop)
         meta.update(format="nested", lengths=lengths)
-        nested = {}
-        for key, tensor in kept.items(True, True):
-            per_column = tensor.reshape(rows, -1, *tensor.shape[kept.batch_dims :]).transpose(0, 1)
-            pieces = [
-                piece
-                for column, sizes in zip(per_column, lengths, strict=True)
-                for piece in column.split(sizes)
-            ]
-            with warnings.catch_warnings():  # the strided nested layout is what tensordict memmaps
-                warnings.simplefilter("ignore", UserWarning)
-                nested[key] = torch.nested.nested_tensor(pieces)
-        count = sum(len(sizes) for sizes in lengths)
-        return TensorDict(nested, batch_size=[count]), ends, meta
+        return nested, ends, meta
 
     def _decompress(
         self, kept: TensorDictBase, ends: TensorDictBase, meta: dict[str, Any]
     ) -> TensorDictBase:
-        lengths = meta["lengths"]
-        shape = torch.Size(meta["shape"])
-        rows = sum(lengths[0]) if lengths else 0
-        batch = torch.Size([rows, *shape[1:]])
-        flat = {}
-        for key, tensor in kept.items(True, True):
-            pieces = list(tensor.unbind(0))
-            columns, start = [], 0
-            for sizes in lengths:
-                columns.append(torch.cat(pieces[start : start + len(sizes)]))
-                start += len(sizes)
-            stacked = torch.stack(columns, 1)  # [rows, B_flat, *tail]
-            flat[key] = stacked.reshape(*batch, *stacked.shape[2:])
-        data = TensorDict(flat, batch_size=batch)
+        data = kept_from_nested(kept, meta["lengths"], meta["shape"])
         return super()._decompress(data, ends, meta)

@@ -12,7 +12,7 @@ import rl_specs
 from rl_datasets import *
 from rl_replay import *
 from rl_specs import *
-from rl_stack.data import datasets, replay_buffers, tensor_specs
+from rl_stack.data import datasets, map, postprocs, replay_buffers, tensor_specs
 
 SOURCES = (rl_specs, rl_replay, rl_datasets)
 

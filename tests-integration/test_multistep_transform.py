@@ -1,0 +1,52 @@
+"""MultiStepTransform (rl-transforms, on rl_replay.MultiStep) in a ReplayBuffer."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from rl_replay import LazyTensorStorage, MultiStep, ReplayBuffer
+from rl_transforms import MultiStepTransform
+
+
+def _chunk(start: int, stop: int, done_at: int | None = None) -> TensorDict:
+    obs = torch.arange(start, stop + 1, dtype=torch.float32)
+    done = torch.zeros(stop - start, 1, dtype=torch.bool)
+    if done_at is not None:
+        done[done_at - start] = True
+    return TensorDict(
+        {
+            "obs": obs[:-1],
+            "next": {"obs": obs[1:], "reward": torch.ones(stop - start, 1), "done": done},
+        },
+        [stop - start],
+    )
+
+
+def test_chunked_extends_match_one_multistep_over_the_whole_rollout():
+    rb = ReplayBuffer(storage=LazyTensorStorage(100), transform=MultiStepTransform(3, 0.9))
+    for start in range(0, 30, 10):
+        rb.extend(_chunk(start, start + 10, done_at=start + 5))
+    whole = torch.cat([_chunk(s, s + 10, done_at=s + 5) for s in range(0, 30, 10)])
+    expected = MultiStep(0.9, 3)(whole)[:28]
+    stored = rb[:]
+    assert len(rb) == 28
+    for key in (("next", "obs"), ("next", "reward"), "steps_to_next_obs", "gamma"):
+        torch.testing.assert_close(stored[key], expected[key])
+    torch.testing.assert_close(stored["next", "reward_orig"], whole["next", "reward"][:28])
+
+
+def test_two_dim_batches_keep_the_env_dim():
+    t = MultiStepTransform(2, 1.0)
+    data = torch.stack([_chunk(0, 6), _chunk(10, 16)])
+    out = t.inv(data)
+    assert out.batch_size == (2, 5)
+    assert out["next", "obs"][1].tolist() == [12.0, 13.0, 14.0, 15.0, 16.0]
+
+
+def test_bad_settings_and_env_use_raise():
+    with pytest.raises(ValueError, match="n_steps"):
+        MultiStepTransform(0, 0.9)
+    with pytest.raises(RuntimeError, match="inverse transform for replay buffers"):
+        MultiStepTransform(2, 0.9)._call(_chunk(0, 2))
