@@ -222,6 +222,12 @@ class TestReplayBuffer:
         assert all(s.shape == (8,) for s in samples)
         assert len(rb._futures) == 3
 
+    def test_prefetch_zero_means_no_prefetching(self):
+        rb = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=4, prefetch=0)
+        rb.extend(torch.arange(10))
+        assert rb.sample().shape == (4,) and rb.sample(6).shape == (6,)
+        assert not rb._futures and rb._executor is None
+
     def test_prefetch_rejects_other_batch_size(self):
         rb = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=8, prefetch=2)
         rb.extend(torch.arange(50))

@@ -49,7 +49,7 @@ class ReplayBuffer:
         pin_memory (bool, optional): pin sampled data (only when CUDA is available).
             Defaults to ``False``.
         prefetch (int, optional): number of batches sampled ahead in background
-            threads. Defaults to ``None`` (no prefetching).
+            threads; ``0`` or ``None`` means no prefetching. Defaults to ``None``.
         transform (callable, optional): applied to sampled data; its ``inv``, if
             any, is applied to written data. Defaults to ``None``.
         batch_size (int, optional): the default batch size of :meth:`sample`.
@@ -68,7 +68,8 @@ class ReplayBuffer:
             storages always allocate on the first write. Defaults to ``False``.
 
     Raises:
-        ValueError: for a non-positive ``batch_size`` or ``prefetch``, or a bad ``dim_extend``.
+        ValueError: for a non-positive ``batch_size``, a negative ``prefetch``, or a bad
+            ``dim_extend``.
 
     Examples:
         >>> from rl_replay import ReplayBuffer, ListStorage
@@ -155,7 +156,8 @@ class ReplayBuffer:
         self._pin_memory = pin_memory and torch.cuda.is_available()
         self._transform = _TransformList(transform)
         self._batch_size = _check_positive("batch_size", batch_size)
-        self._prefetch = _check_positive("prefetch", prefetch)
+        # prefetch=0 is TorchRL's spelling of "no prefetching", like None
+        self._prefetch = _check_positive("prefetch", None if prefetch == 0 else prefetch)
         ndim = getattr(self._storage, "ndim", 1)
         self.dim_extend = ndim - 1 if dim_extend is None else dim_extend
         if not 0 <= self.dim_extend < ndim:
