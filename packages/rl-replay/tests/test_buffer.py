@@ -99,6 +99,12 @@ class TestReplayBuffer:
         with pytest.raises(ValueError, match=f"expected {name} to be a positive int"):
             ReplayBuffer(**{name: value})
 
+    def test_drop_last_sampler_needs_a_batch_size(self):
+        with pytest.raises(ValueError, match="drop_last=True must work with a predictable batch"):
+            ReplayBuffer(sampler=SamplerWithoutReplacement(drop_last=True))
+        rb = ReplayBuffer(sampler=SamplerWithoutReplacement(drop_last=True), batch_size=2)
+        assert rb.batch_size == 2
+
     def test_bad_dim_extend_raises(self):
         with pytest.raises(ValueError, match=r"dim_extend < storage\.ndim=1"):
             ReplayBuffer(storage=LazyTensorStorage(4), dim_extend=1)

@@ -147,6 +147,12 @@ class TestTensorStorage(StorageContract):
         with pytest.raises(ValueError, match="at least 2 dims"):
             TensorStorage(torch.zeros(4), ndim=2)
 
+    def test_container_without_entries_allocates_them_on_first_write(self):
+        storage = TensorStorage(TensorDict(batch_size=[5]))
+        assert storage.max_size == 5 and len(storage) == 0
+        storage.set(torch.arange(2), TensorDict({"a": torch.ones(2, 3)}, [2]))
+        assert storage.shape == (5,) and storage.get(torch.arange(2))["a"].shape == (2, 3)
+
     def test_get_entry_returns_the_stored_tensor(self):
         storage = self.make_storage(4)
         storage.set(torch.arange(4), _td(4))

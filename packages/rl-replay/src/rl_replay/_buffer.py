@@ -68,8 +68,9 @@ class ReplayBuffer:
             storages always allocate on the first write. Defaults to ``False``.
 
     Raises:
-        ValueError: for a non-positive ``batch_size``, a negative ``prefetch``, or a bad
-            ``dim_extend``.
+        ValueError: for a non-positive ``batch_size``, a negative ``prefetch``, a bad
+            ``dim_extend``, or no ``batch_size`` with a ``drop_last=True`` sampler (its
+            batches must have a known size).
 
     Examples:
         >>> from rl_replay import ReplayBuffer, ListStorage
@@ -156,6 +157,12 @@ class ReplayBuffer:
         self._pin_memory = pin_memory and torch.cuda.is_available()
         self._transform = _TransformList(transform)
         self._batch_size = _check_positive("batch_size", batch_size)
+        if self._batch_size is None and getattr(self._sampler, "drop_last", False):
+            raise ValueError(
+                f"Samplers with drop_last=True must work with a predictable batch-size: "
+                f"{type(self._sampler).__name__}(drop_last=True) got batch_size=None. Pass "
+                "batch_size to the buffer, or build the sampler with drop_last=False."
+            )
         # prefetch=0 is TorchRL's spelling of "no prefetching", like None
         self._prefetch = _check_positive("prefetch", None if prefetch == 0 else prefetch)
         ndim = getattr(self._storage, "ndim", 1)
