@@ -147,6 +147,11 @@ class TestTensorStorage(StorageContract):
         with pytest.raises(ValueError, match="at least 2 dims"):
             TensorStorage(torch.zeros(4), ndim=2)
 
+    def test_range_cursor_writes_and_counts_the_rows(self):
+        storage = LazyTensorStorage(8)
+        storage.set(range(5), TensorDict({"a": torch.arange(5)}, [5]))
+        assert len(storage) == 5 and storage.get(torch.arange(5))["a"].tolist() == [0, 1, 2, 3, 4]
+
     def test_container_without_entries_allocates_them_on_first_write(self):
         storage = TensorStorage(TensorDict(batch_size=[5]))
         assert storage.max_size == 5 and len(storage) == 0

@@ -201,7 +201,7 @@ class TensorStorage(Storage):
             KeyError: if the keys differ from the stored ones.
             ValueError: if shapes differ or the data cannot satisfy ``ndim``.
         """
-        if isinstance(cursor, list):
+        if isinstance(cursor, (list, range)):
             cursor = torch.as_tensor(cursor, dtype=torch.long)
         if self._storage is None:
             self._init(data, cursor)
