@@ -143,7 +143,7 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
             k, offset, flat = self._draw_starts(traj_index, seg, num_slices, seq_len)
             length = seg.length[k]
             index, info = self._gather(
-                storage, traj_index, seg.row[k], seg.col[k], length, seg.terminal[k], offset, plan
+                storage, traj_index, seg.row[k], seg.col[k], length, offset, plan
             )
             sizes = torch.minimum(offset + seq_len, length) - offset
             weight = self._weights(self._sum_tree.leaves.index_select(0, flat))

@@ -88,8 +88,14 @@ class TrajectoryIndex:
         self._starts = torch.zeros((0,), dtype=torch.long, device=device)
         self._col_offsets = torch.arange(self.cols, device=device) * self.rows
         self._counter = 0
+        self._valid = 0
         self.version = 0
         self._segments: Segments | None = None
+
+    @property
+    def valid_rows(self) -> int:
+        """How many distinct rows hold data (were written at least once since a reset)."""
+        return self._valid
 
     @property
     def device(self) -> torch.device:
@@ -116,9 +122,14 @@ class TrajectoryIndex:
             last.scatter_reduce_(0, inverse, order, "amax", include_self=False)
             order, _ = torch.sort(last)
             rows, values = rows[order], values[order]
+        self._valid += int((self._stamp.index_select(0, rows) < 0).sum())
         self._stamp[rows] = order + self._counter
         self._counter += count
         self._refresh(rows, values)
+
+    def unwritten(self, stored: int) -> torch.Tensor:
+        """The rows among the first ``stored`` that hold no data yet, in order."""
+        return (self._stamp[:stored] < 0).nonzero().squeeze(-1)
 
     def rewrite(self, rows: torch.Tensor, values: torch.Tensor) -> None:
         """Record that ``rows`` were overwritten in place (write order unchanged)."""
@@ -221,6 +232,7 @@ class TrajectoryIndex:
         self._values.zero_()
         self._starts = self._starts[:0]
         self._counter = 0
+        self._valid = 0
         self.version += 1
         self._segments = None
 
@@ -244,6 +256,7 @@ class TrajectoryIndex:
         self._values = torch.as_tensor(state["values"]).to(device=device, dtype=torch.long).clone()
         self._starts = torch.as_tensor(state["starts"]).to(device=device, dtype=torch.long).clone()
         self._counter = int(state["counter"])  # type: ignore[arg-type]
+        self._valid = int((self._stamp >= 0).sum())
         self.version = int(state["version"])  # type: ignore[arg-type]
         self._segments = None
 
