@@ -232,12 +232,16 @@ class ReplayBuffer:
                 self._sampler.add(index)
         return index
 
-    def extend(self, data: Any) -> torch.Tensor:  # Any: a batch of elements
+    def extend(
+        self, data: Any, *, update_priority: bool | None = None
+    ) -> torch.Tensor:  # Any: a batch of elements
         """Write a batch of elements; return their positions along the storage's cursor dim.
 
         Tensors, tensordicts and tuples/dicts (pytrees) are split along their
         leading dim (``dim_extend`` for multi-dim storages); a list is a
-        sequence of separate elements.
+        sequence of separate elements. ``update_priority`` is used by the
+        tensordict buffers, which read priorities from the written data; here
+        written elements always get the sampler's default priority.
 
         Raises:
             KeyError, ValueError: if ``data`` does not match what the storage holds
@@ -300,7 +304,9 @@ class ReplayBuffer:
             data = self._transform(data)
         return data
 
-    def sample(self, batch_size: int | None = None, return_info: bool = False) -> Any:
+    def sample(
+        self, batch_size: int | None = None, return_info: bool = False, include_info: Any = None
+    ) -> Any:  # Any: include_info is accepted and ignored (see below)
         """Sample a batch.
 
         Args:
@@ -308,6 +314,8 @@ class ReplayBuffer:
                 constructor's ``batch_size``.
             return_info (bool, optional): also return the sampler's info dict (with
                 the sampled ``"index"``). Defaults to ``False``.
+            include_info (bool, optional): TorchRL's deprecated flag; tensordict
+                buffers always write the info into the sample. Defaults to ``None``.
 
         Raises:
             ValueError: if no batch size is given here nor at construction.

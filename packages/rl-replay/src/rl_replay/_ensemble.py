@@ -256,7 +256,7 @@ class ReplayBufferEnsemble(ReplayBuffer):
     def add(self, data: Any) -> int:
         raise _read_only("ReplayBufferEnsemble")
 
-    def extend(self, data: Any) -> torch.Tensor:
+    def extend(self, data: Any, *, update_priority: bool | None = None) -> torch.Tensor:
         raise _read_only("ReplayBufferEnsemble")
 
     def _sample(self, batch_size: int) -> tuple[Any, dict[str, Any]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -117,6 +118,31 @@ class PrioritizedSampler(Sampler):
         """Priority exponent."""
         return self._alpha
 
+    @alpha.setter
+    def alpha(self, value: float) -> None:
+        """Change the priority exponent; stored values are re-expressed with it exactly."""
+        value = float(value)
+        if not value >= 0:
+            raise ValueError(
+                f"{type(self).__name__}: alpha must be greater or equal to 0, got alpha={value!r}."
+            )
+        if value == self._alpha:
+            return
+        if self._alpha == 0:  # every stored value is 1: the priorities cannot be recovered
+            warnings.warn(
+                f"{type(self).__name__}: alpha changes from 0, where every stored priority "
+                "reads 1; stored elements keep equal priorities until they are updated.",
+                stacklevel=2,
+            )
+        else:  # (p + eps) ** old -> (p + eps) ** new, in closed form
+            ratio = value / self._alpha
+            with self._lock:
+                for tree in (self._sum_tree, self._min_tree, self._max_tree):
+                    if tree is not None:
+                        leaves = tree.leaves
+                        tree.load_leaves(torch.where(leaves > 0, leaves.pow(ratio), leaves))
+        self._alpha = value
+
     @property
     def beta(self) -> float:
         """Importance-sampling exponent."""
@@ -193,19 +219,30 @@ class PrioritizedSampler(Sampler):
             return torch.as_tensor(index, dtype=torch.long).reshape(-1)
         return ravel(index, storage)
 
-    def _check_index(self, flat: torch.Tensor) -> torch.Tensor:
-        """``flat`` on the trees' device, after checking it lies in ``[0, max_capacity)``."""
+    def _check_index(self, flat: torch.Tensor, storage: Any = None) -> torch.Tensor:
+        """``flat`` on the trees' device, after checking it lies in ``[0, max_capacity)``.
+
+        With a ``storage``, positions at or past its length (never written) are refused too.
+        """
         flat = flat.to(self._sum_tree.device)
         if flat.numel() == 0:
             return flat
         # one reduction and two scalar reads; the masked report is built only on failure
         low, high = torch.aminmax(flat)
-        if int(low) < 0 or int(high) >= self._max_capacity:
+        low, high = int(low), int(high)
+        if low < 0 or high >= self._max_capacity:
             bad = (flat < 0) | (flat >= self._max_capacity)
             raise ValueError(
                 f"{type(self).__name__} expected indices in [0, max_capacity={self._max_capacity}), "
                 f"got {flat[bad][:5].tolist()}. Build the sampler with a max_capacity at least "
                 "the storage size."
+            )
+        if storage is not None and high >= len(storage):
+            stored = len(storage)
+            raise ValueError(
+                f"{type(self).__name__}.update_priority expected indices of stored elements, in "
+                f"[0, len(storage)={stored}), got {flat[flat >= stored][:5].tolist()}. Those "
+                "positions were never written; update the priorities of written indices."
             )
         return flat
 
@@ -241,10 +278,12 @@ class PrioritizedSampler(Sampler):
                 attached storage.
 
         Raises:
-            ValueError: if ``priority`` is negative or nan, has a length other than the
-                number of indices, or an index is out of ``[0, max_capacity)``.
+            ValueError: if ``priority`` is negative, infinite or nan, has a length other
+                than the number of indices, or an index is out of ``[0, max_capacity)`` or
+                (with a storage) at or past the storage length (never written).
         """
-        flat = self._check_index(self._flat_index(index, storage))
+        storage = self._storage if storage is None else storage
+        flat = self._check_index(self._flat_index(index, storage), storage)
         priority = self._check_priority(priority, flat.numel())
         flat, priority = self._reduce_duplicates(flat, priority)
         with self._lock:  # everything is validated: nothing below can fail half-way
@@ -266,11 +305,11 @@ class PrioritizedSampler(Sampler):
                 f"scalar, got a priority of shape {tuple(priority.shape)}. Pass priorities "
                 "aligned with the sampled index."
             )
-        # min() propagates nan, and nan >= 0 is False: one reduction checks both
-        if priority.numel() and not bool(priority.min() >= 0):
-            bad = ~(priority >= 0)
+        # aminmax propagates nan, and nan >= 0 is False: one reduction checks all three
+        if priority.numel() and not _finite_non_negative(priority):
+            bad = ~((priority >= 0) & priority.isfinite())
             raise ValueError(
-                f"{name}.update_priority expected non-negative, non-nan priorities, got "
+                f"{name}.update_priority expected finite, non-negative priorities, got "
                 f"{priority[bad][:5].tolist()} at positions {bad.nonzero().flatten()[:5].tolist()}. "
                 "Check the loss producing the priorities (e.g. clamp or take abs of td_error)."
             )
@@ -371,6 +410,11 @@ class PrioritizedSampler(Sampler):
             f"{type(self).__name__}(max_capacity={self._max_capacity}, alpha={self._alpha}, "
             f"beta={self._beta}, eps={self._eps}, reduction={self.reduction!r})"
         )
+
+
+def _finite_non_negative(priority: torch.Tensor) -> bool:
+    low, high = torch.aminmax(priority)
+    return bool(low >= 0) and bool(high < torch.inf)
 
 
 def _reduce_trailing(priority: torch.Tensor, reduction: str) -> torch.Tensor:
