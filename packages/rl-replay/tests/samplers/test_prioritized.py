@@ -129,7 +129,9 @@ class TestPrioritizedSampler:
 
     def test_alpha_setter_refuses_negative_values(self):
         sampler = filled(torch.ones(2), alpha=0.7, beta=1.0)
-        with pytest.raises(ValueError, match="alpha must be greater or equal to 0, got alpha=-1.0"):
+        with pytest.raises(
+            ValueError, match=r"alpha must be greater or equal to 0, got alpha=-1\.0"
+        ):
             sampler.alpha = -1.0
         assert sampler.alpha == 0.7
 
