@@ -32,6 +32,7 @@ from rl_replay.samplers._slice_keys import (
     storage_keys,
 )
 from rl_replay.samplers._trajectories import Segments, TrajectoryIndex
+from rl_replay.samplers._write_queue import WriteQueue
 from rl_replay.samplers.base import (
     Sampler,
     check_batch_size,
@@ -42,7 +43,7 @@ from rl_replay.samplers.base import (
 
 __all__ = ["SliceSampler"]
 
-_MIN_QUEUE = 1 << 16  # queued rows are folded into the index at most this often on writes
+_MIN_QUEUE = 1 << 16  # scattered queued rows are folded in on write past max(this, 2 x rows)
 
 
 class SliceSampler(Sampler):
@@ -179,8 +180,7 @@ class SliceSampler(Sampler):
         self._index: TrajectoryIndex | None = None
         self._mode: str | None = None
         self._key: NestedKey | None = None
-        self._queue: list[torch.Tensor] = []  # rows written since the index was updated
-        self._queued = 0
+        self._queue = WriteQueue()  # rows written since the index was updated
         self._cached_plan: _Plan | None = None
         self._info = SliceInfo(self.truncated_key)
 
@@ -193,15 +193,13 @@ class SliceSampler(Sampler):
         """
         if self._static[1] is not None:
             return
-        rows = torch.as_tensor(index, dtype=torch.long).reshape(-1).clone()
-        if rows.numel() == 0:
-            return
+        rows = torch.as_tensor(index, dtype=torch.long).reshape(-1)
+        storage = self._storage
+        ring = _rows_of(storage) if storage is not None else None
         with self._lock:
-            self._queue.append(rows)
-            self._queued += rows.numel()
-            storage = self._storage
-            if storage is not None and self._queued >= max(_MIN_QUEUE, _rows_of(storage)):
-                self._sync(storage)  # bound the queue: one update per capacity written
+            self._queue.push(rows, ring=ring)
+            if ring is not None and self._queue.loose >= max(_MIN_QUEUE, 2 * ring):
+                self._sync(storage)  # bound the queue of scattered writes
 
     def _check_write(self, data: Any) -> None:  # Any: whatever the buffer is about to write
         """Raise before a write whose data carries no trajectory / end entry.
@@ -248,14 +246,18 @@ class SliceSampler(Sampler):
     def _sync(self, storage: Any) -> TrajectoryIndex:
         """Fold the queued rows, and rows written behind the sampler's back, into the index."""
         traj_index = self._ensure_index(storage)
+        cols = traj_index.cols
+
+        def read(rows: torch.Tensor) -> torch.Tensor:
+            return self._read_values(storage, rows, cols)
+
         if self._queue:
-            rows = self._queue[0] if len(self._queue) == 1 else torch.cat(self._queue)
-            self._queue, self._queued = [], 0
-            traj_index.write(rows, self._read_values(storage, rows, traj_index.cols))
+            rows = self._queue.rows(traj_index.rows)
+            self._queue.clear()
+            traj_index.write_rows(rows, read)
         stored = int(getattr(storage, "_len_along_dim0", len(storage)))
         if traj_index.valid_rows < stored:  # written with storage.set(): read them in order
-            rows = traj_index.unwritten(stored)
-            traj_index.write(rows, self._read_values(storage, rows, traj_index.cols))
+            traj_index.write_rows(traj_index.unwritten(stored), read)
         return traj_index
 
     def _ensure_index(self, storage: Any) -> TrajectoryIndex:
@@ -455,7 +457,7 @@ class SliceSampler(Sampler):
         with self._lock:
             if self._index is not None and self._static[1] is None:
                 self._index.reset()
-            self._queue, self._queued = [], 0
+            self._queue.clear()
             self._info.reset()
             self._cached_plan = None
 
@@ -473,7 +475,7 @@ class SliceSampler(Sampler):
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore the boundary tables from :meth:`state_dict`."""
         with self._lock:
-            self._queue, self._queued = [], 0
+            self._queue.clear()
             self._info.reset()
             if "index" not in state_dict:
                 self._index = None
