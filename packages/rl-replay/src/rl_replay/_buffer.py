@@ -1,7 +1,9 @@
 """The generic, composable :class:`ReplayBuffer`.
 
 A buffer glues a storage (where data lives), a writer (where new data goes) and
-a sampler (which positions are read).  Writes are ``transform.inv -> writer ->
+a sampler (which positions are read): instances of the abstract bases
+:class:`~rl_replay.Storage`, :class:`~rl_replay.Writer` and :class:`~rl_replay.Sampler`,
+of which it calls only public methods.  Writes are ``transform.inv -> writer ->
 storage -> sampler.extend`` and reads ``sampler.sample -> storage.get ->
 collate_fn -> transform``, both under one lock so that threads may extend and
 sample concurrently.
@@ -24,9 +26,13 @@ from torch.utils import _pytree
 
 from rl_replay._transforms import _TransformList
 from rl_replay.checkpointers._files import atomic_directory, check_complete, read_json, write_json
+from rl_replay.checkpointers.base import StorageCheckpointerBase
 from rl_replay.samplers import RandomSampler
+from rl_replay.samplers.base import Sampler
 from rl_replay.storages import ListStorage
+from rl_replay.storages.base import Storage
 from rl_replay.writers import RoundRobinWriter
+from rl_replay.writers.base import Writer
 
 __all__ = ["ReplayBuffer"]
 
@@ -129,28 +135,28 @@ class ReplayBuffer:
     def __init__(
         self,
         *,
-        storage: Any = None,  # Any: a Storage (see rl_replay.storages)
-        sampler: Any = None,  # Any: a Sampler (see rl_replay.samplers)
-        writer: Any = None,  # Any: a Writer (see rl_replay.writers)
+        storage: Storage | None = None,
+        sampler: Sampler | None = None,
+        writer: Writer | None = None,
         collate_fn: Callable[[Any], Any] | None = None,
         pin_memory: bool = False,
         prefetch: int | None = None,
         transform: Callable[[Any], Any] | None = None,
         batch_size: int | None = None,
         dim_extend: int | None = None,
-        checkpointer: Any = None,  # Any: a StorageCheckpointerBase
+        checkpointer: StorageCheckpointerBase | None = None,
         generator: torch.Generator | None = None,
         shared: bool = False,
         compilable: bool | None = None,
         delayed_init: bool = False,
     ) -> None:
-        self._storage = storage if storage is not None else ListStorage(max_size=1_000)
-        self._sampler = sampler if sampler is not None else RandomSampler()
-        self._writer = writer if writer is not None else self._default_writer()
+        self._storage: Storage = storage if storage is not None else ListStorage(max_size=1_000)
+        self._sampler: Sampler = sampler if sampler is not None else RandomSampler()
+        self._writer: Writer = writer if writer is not None else self._default_writer()
         if checkpointer is not None:
             self._storage.checkpointer = checkpointer
         self._writer.register_storage(self._storage)
-        self._sampler._attach_storage(self._storage)
+        self._sampler.attach_storage(self._storage)
         self._storage.attach(self._writer)
         self._storage.attach(self._sampler)
         self._collate_fn = collate_fn if collate_fn is not None else _default_collate(self._storage)
@@ -177,22 +183,22 @@ class ReplayBuffer:
         self._executor: ThreadPoolExecutor | None = None
         self._futures: deque[tuple[int, Future]] = deque()
 
-    def _default_writer(self) -> Any:
+    def _default_writer(self) -> Writer:
         return RoundRobinWriter()
 
     # ------------------------------------------------------------ components
     @property
-    def storage(self) -> Any:  # Any: a Storage
+    def storage(self) -> Storage:
         """The storage of the buffer."""
         return self._storage
 
     @property
-    def sampler(self) -> Any:  # Any: a Sampler
+    def sampler(self) -> Sampler:
         """The sampler of the buffer."""
         return self._sampler
 
     @property
-    def writer(self) -> Any:  # Any: a Writer
+    def writer(self) -> Writer:
         """The writer of the buffer."""
         return self._writer
 
@@ -226,7 +232,7 @@ class ReplayBuffer:
         if self._transform.has_inv:
             data = self._transform.inv(data)
         with self._lock:
-            self._sampler._check_write(data)
+            self._sampler.check_write(data)
             index = self._writer.add(data)
             if index is not None:
                 self._sampler.add(index)
@@ -256,7 +262,7 @@ class ReplayBuffer:
         if self.dim_extend > 0:
             data = _transpose(data, self.dim_extend)
         with self._lock:
-            self._sampler._check_write(data)
+            self._sampler.check_write(data)
             index = self._writer.extend(data)
             self._sampler.extend(index)
         return index
@@ -277,9 +283,7 @@ class ReplayBuffer:
     def empty(self) -> None:
         """Remove every element (the capacity is kept) and reset the writer and sampler."""
         with self._lock:
-            self._storage._empty()
-            self._writer._empty()
-            self._sampler._empty()
+            self._storage.empty()  # tells the attached writer and sampler
             self._futures.clear()
 
     def _empty(self) -> None:

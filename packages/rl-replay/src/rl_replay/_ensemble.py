@@ -111,7 +111,7 @@ class StorageEnsemble(Storage):
 
     def _empty(self) -> None:
         for storage in self._storages:
-            storage._empty()
+            storage.empty()
 
     def state_dict(self) -> dict[str, Any]:
         return _states(self._storages)
@@ -160,7 +160,7 @@ class WriterEnsemble(Writer):
 
     def _empty(self) -> None:
         for writer in self._writers:
-            writer._empty()
+            writer.empty()
 
     def state_dict(self) -> dict[str, Any]:
         return _states(self._writers)

@@ -181,8 +181,9 @@ class PrioritizedSampler(Sampler):
                     tree.to(device)
             self._max_priority = self._max_priority.to(device)
 
-    def _attach_storage(self, storage: Any) -> None:
-        super()._attach_storage(storage)
+    def attach_storage(self, storage: Any) -> None:  # Any: a Storage
+        """Remember the storage and move the trees to its device."""
+        super().attach_storage(storage)
         self._to(device_of(storage))
 
     # ----------------------------------------------------------------- writes

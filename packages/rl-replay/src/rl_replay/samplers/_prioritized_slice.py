@@ -112,8 +112,9 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
             max_priority_within_buffer=max_priority_within_buffer,
         )
 
-    def _attach_storage(self, storage: Any) -> None:
-        PrioritizedSampler._attach_storage(self, storage)
+    def attach_storage(self, storage: Any) -> None:  # Any: a Storage
+        """Remember the storage and move the priority trees to its device."""
+        PrioritizedSampler.attach_storage(self, storage)
 
     def extend(self, index: torch.Tensor) -> None:
         """Update the trajectory boundaries and give the written elements the default priority."""

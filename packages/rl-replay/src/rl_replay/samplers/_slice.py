@@ -120,7 +120,7 @@ class SliceSampler(Sampler):
         >>> data = TensorDict({"episode": torch.tensor([0] * 5 + [1] * 5)}, [10])
         >>> storage = Storage(data)
         >>> sampler = SliceSampler(num_slices=2, traj_key="episode")
-        >>> sampler._attach_storage(storage)
+        >>> sampler.attach_storage(storage)
         >>> sampler.extend(torch.arange(10))
         >>> _ = torch.manual_seed(0)
         >>> index, info = sampler.sample(storage, 8)
@@ -201,7 +201,7 @@ class SliceSampler(Sampler):
             if ring is not None and self._queue.loose >= max(_MIN_QUEUE, 2 * ring):
                 self._sync(storage)  # bound the queue of scattered writes
 
-    def _check_write(self, data: Any) -> None:  # Any: whatever the buffer is about to write
+    def check_write(self, data: Any) -> None:  # Any: whatever the buffer is about to write
         """Raise before a write whose data carries no trajectory / end entry.
 
         Buffers call this before writing so that a bad write changes nothing. The first
