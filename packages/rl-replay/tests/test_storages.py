@@ -152,6 +152,11 @@ class TestTensorStorage(StorageContract):
         storage.set(range(5), TensorDict({"a": torch.arange(5)}, [5]))
         assert len(storage) == 5 and storage.get(torch.arange(5))["a"].tolist() == [0, 1, 2, 3, 4]
 
+    def test_len_along_dim0_counts_rows_of_the_cursor_dim(self):
+        storage = LazyTensorStorage(10, ndim=2)
+        storage.set(range(3), TensorDict({"a": torch.zeros(3, 2)}, [3, 2]))
+        assert len(storage) == 6 and storage.len_along_dim0 == 3
+
     def test_container_without_entries_allocates_them_on_first_write(self):
         storage = TensorStorage(TensorDict(batch_size=[5]))
         assert storage.max_size == 5 and len(storage) == 0
