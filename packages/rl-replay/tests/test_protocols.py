@@ -69,3 +69,35 @@ class TestComponentContract:
             sampler._check_write(torch.tensor([1]))
         sampler.empty()
         assert sampler.emptied == 1
+
+
+class TestSharedBuffers:
+    class _NeedsSharedState:
+        requires_shared_write_state = True
+
+        def __call__(self, data):
+            return data
+
+    class _Shareable(_NeedsSharedState):
+        is_shared = False
+
+        def share(self):
+            self.is_shared = True
+
+    @pytest.mark.parametrize("how", ["constructor", "append", "insert"])
+    def test_shared_buffer_refuses_a_transform_that_cannot_share_its_write_state(self, how):
+        transform = self._NeedsSharedState()
+        with pytest.raises(RuntimeError, match="write state"):
+            if how == "constructor":
+                ReplayBuffer(transform=transform, shared=True)
+            elif how == "append":
+                ReplayBuffer(shared=True).append_transform(transform)
+            else:
+                ReplayBuffer(shared=True).insert_transform(0, transform)
+
+    def test_shared_buffer_shares_a_shareable_transform(self):
+        transform = self._Shareable()
+        rb = ReplayBuffer(shared=True)
+        rb.append_transform(transform)
+        assert transform.is_shared and len(rb.transform) == 1
+        ReplayBuffer().append_transform(self._NeedsSharedState())  # unshared: fine

@@ -67,8 +67,11 @@ class ReplayBuffer:
             checkpointer. Defaults to ``None`` (keep the storage's).
         generator (torch.Generator, optional): the random generator used for
             sampling. Defaults to ``None`` (torch's global generator).
-        shared (bool, optional): accepted for API compatibility: lengths and
-            cursors always live in shared memory. Defaults to ``False``.
+        shared (bool, optional): the buffer is used by several processes. Lengths
+            and cursors always live in shared memory; with ``True``, transforms that
+            need shared write state are shared when added (see
+            ``rl_replay._transforms``) or refused with a ``RuntimeError``.
+            Defaults to ``False``.
         compilable (bool, optional): accepted for API compatibility. Defaults to ``None``.
         delayed_init (bool, optional): accepted for API compatibility: lazy
             storages always allocate on the first write. Defaults to ``False``.
@@ -161,7 +164,9 @@ class ReplayBuffer:
         self._storage.attach(self._sampler)
         self._collate_fn = collate_fn if collate_fn is not None else _default_collate(self._storage)
         self._pin_memory = pin_memory and torch.cuda.is_available()
-        self._transform = _TransformList(transform)
+        self._transform = _TransformList()
+        if transform is not None:
+            self._transform.append(transform, shared=shared)
         self._batch_size = _check_positive("batch_size", batch_size)
         if self._batch_size is None and getattr(self._sampler, "drop_last", False):
             raise ValueError(
@@ -406,14 +411,14 @@ class ReplayBuffer:
         self, transform: Callable[[Any], Any], *, invert: bool = False
     ) -> ReplayBuffer:
         """Add a transform at the end of the list (``invert`` swaps its forward and ``inv``)."""
-        self._transform.append(transform, invert)
+        self._transform.append(transform, invert, shared=self._shared)
         return self
 
     def insert_transform(
         self, index: int, transform: Callable[[Any], Any], *, invert: bool = False
     ) -> ReplayBuffer:
         """Insert a transform at position ``index`` (``invert`` swaps its forward and ``inv``)."""
-        self._transform.insert(index, transform, invert)
+        self._transform.insert(index, transform, invert, shared=self._shared)
         return self
 
     # ------------------------------------------------------------ state

@@ -288,3 +288,18 @@ class TestPrioritizedSampler:
         assert index.device.type == "cuda"
         rb.update_priority(index, torch.rand(4, device="cuda"))
         assert rb._sampler._sum_tree.device.type == "cuda"
+
+
+class TestStorageFilledElsewhere:
+    def test_elements_written_through_another_buffer_get_the_default_priority(self):
+        from rl_replay import LazyTensorStorage, RandomSampler, ReplayBuffer, RoundRobinWriter
+
+        storage, writer = LazyTensorStorage(10), RoundRobinWriter()
+        ReplayBuffer(storage=storage, writer=writer, sampler=RandomSampler()).extend(
+            torch.arange(6)
+        )
+        rb = ReplayBuffer(
+            storage=storage, writer=writer, sampler=PrioritizedSampler(10, alpha=0.7, beta=1.0)
+        )
+        torch.manual_seed(0)
+        assert sorted(rb.sample(200).unique().tolist()) == [0, 1, 2, 3, 4, 5]

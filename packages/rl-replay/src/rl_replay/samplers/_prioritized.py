@@ -105,6 +105,8 @@ class PrioritizedSampler(Sampler):
         self.dtype = dtype
         self.reduction = reduction
         self._max_priority_within_buffer = max_priority_within_buffer
+        self._covered = 0  # flat positions [0, _covered) may hold a priority; the rest never did
+        self._last_high = -1  # the largest position of the last checked index
         self._build_trees(torch.device("cpu"))
 
     # ----------------------------------------------------------------- properties
@@ -231,6 +233,7 @@ class PrioritizedSampler(Sampler):
         # one reduction and two scalar reads; the masked report is built only on failure
         low, high = torch.aminmax(flat)
         low, high = int(low), int(high)
+        self._last_high = high
         if low < 0 or high >= self._max_capacity:
             bad = (flat < 0) | (flat >= self._max_capacity)
             raise ValueError(
@@ -254,6 +257,7 @@ class PrioritizedSampler(Sampler):
         if flat.numel() == 0:
             return
         self._update_trees(flat, torch.as_tensor(values, dtype=self.dtype, device=device))
+        self._covered = max(self._covered, self._last_high + 1)
 
     def _update_trees(self, flat: torch.Tensor, values: torch.Tensor) -> None:
         with self._lock:
@@ -291,6 +295,7 @@ class PrioritizedSampler(Sampler):
             if priority.numel():
                 self._max_priority = torch.maximum(self._max_priority, priority.max())
                 self._update_trees(flat, (priority + self._eps) ** self._alpha)
+                self._covered = max(self._covered, self._last_high + 1)
 
     def _check_priority(self, priority: float | torch.Tensor, count: int) -> torch.Tensor:
         name = type(self).__name__
@@ -346,10 +351,25 @@ class PrioritizedSampler(Sampler):
         """
         name = type(self).__name__
         check_batch_size(batch_size, name)
-        check_not_empty(len(storage), name)
+        stored = len(storage)
+        check_not_empty(stored, name)
         with self._lock:
+            self._cover(stored)
             flat, weight = self._draw(batch_size)
         return unravel(flat, storage), {"priority_weight": weight}
+
+    def _cover(self, stored: int) -> None:
+        """Give the default priority to stored elements the sampler was never told about.
+
+        A sampler attached to a storage that was filled before (a loaded checkpoint, a
+        storage shared with another buffer) sees elements past the last position it
+        ever gave a priority: they get the default priority, as new writes do.
+        """
+        if stored > self._covered:
+            stop = min(stored, self._max_capacity)
+            positions = torch.arange(self._covered, stop, device=self._sum_tree.device)
+            self._update_trees(positions, self._default_value().expand(positions.numel()))
+            self._covered = stop
 
     def _draw(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``count`` flat positions drawn by priority, with their importance weights."""
@@ -371,6 +391,7 @@ class PrioritizedSampler(Sampler):
     def _empty(self) -> None:
         with self._lock:
             self._build_trees(self._sum_tree.device)
+            self._covered = 0
 
     def state_dict(self) -> dict[str, Any]:
         """Return the tree leaves and the running maximum priority."""
@@ -405,6 +426,8 @@ class PrioritizedSampler(Sampler):
             self._max_priority = torch.as_tensor(state_dict["max_priority"]).to(
                 device=device, dtype=self.dtype
             )
+            given = (self._sum_tree.leaves > 0) | (self._min_tree.leaves < torch.inf)
+            self._covered = int(given.nonzero().max()) + 1 if bool(given.any()) else 0
 
     def __repr__(self) -> str:
         return (

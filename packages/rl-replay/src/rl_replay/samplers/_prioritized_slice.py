@@ -136,9 +136,11 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         """
         name = type(self).__name__
         check_batch_size(batch_size, name)
-        check_not_empty(len(storage), name)
+        stored = len(storage)
+        check_not_empty(stored, name)
         num_slices, seq_len = self._slice_shape(batch_size)
         with self._lock:
+            self._cover(stored)
             traj_index, seg = self._segments(storage)
             plan = self._plan(traj_index, seg, seq_len)  # raises when none is long enough
             k, offset, flat = self._draw_starts(traj_index, seg, num_slices, seq_len)
