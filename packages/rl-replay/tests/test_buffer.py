@@ -136,6 +136,13 @@ class TestReplayBuffer:
         rb.extend([TensorDict({"a": torch.tensor(float(i))}, []) for i in range(3)])
         assert rb.sample().batch_size == (4,)
 
+    @pytest.mark.parametrize("storage_cls", [LazyTensorStorage, LazyMemmapStorage])
+    def test_setitem_goes_through_the_inverse_transforms(self, storage_cls):
+        rb = ReplayBuffer(storage=storage_cls(10), transform=_AddOne())
+        rb.extend(torch.arange(4))
+        rb[1] = torch.tensor(41)  # stored as 40, read back as 41
+        assert int(rb[1]) == 41 and len(rb) == 4
+
     def test_setitem_writes_without_moving_cursor(self):
         rb = ReplayBuffer(storage=LazyTensorStorage(5))
         rb.extend(torch.arange(3))

@@ -273,7 +273,12 @@ class ReplayBuffer:
         return index
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        """Write ``value`` at ``index`` without moving the cursor or changing the length."""
+        """Write ``value`` at ``index`` without moving the cursor or changing the length.
+
+        The value goes through the transforms' ``inv`` first, as :meth:`extend` data does.
+        """
+        if self._transform.has_inv:
+            value = self._transform.inv(value)
         with self._lock:
             self._storage.set(index, value, set_cursor=False)
             self._sampler.mark_update(index, storage=self._storage)
