@@ -77,7 +77,8 @@ class ReplayBuffer:
             storages always allocate on the first write. Defaults to ``False``.
 
     Raises:
-        ValueError: for a non-positive ``batch_size``, a negative ``prefetch``, a bad
+        ValueError: for a non-positive ``batch_size``, a negative ``prefetch``, ``prefetch``
+            with ``shared=True``, a bad
             ``dim_extend``, or no ``batch_size`` with a ``drop_last=True`` sampler (its
             batches must have a known size).
 
@@ -176,6 +177,12 @@ class ReplayBuffer:
             )
         # prefetch=0 is TorchRL's spelling of "no prefetching", like None
         self._prefetch = _check_positive("prefetch", None if prefetch == 0 else prefetch)
+        if shared and self._prefetch:
+            raise ValueError(
+                f"Cannot share prefetched replay buffers: got shared=True and prefetch="
+                f"{prefetch}; prefetching threads live in one process. Pass prefetch=0 (or "
+                "None) to share the buffer, or shared=False to keep prefetching."
+            )
         ndim = getattr(self._storage, "ndim", 1)
         self.dim_extend = ndim - 1 if dim_extend is None else dim_extend
         if not 0 <= self.dim_extend < ndim:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 from typing import Any
 
@@ -25,6 +26,8 @@ class ListStorage(Storage):
 
     Raises:
         ValueError: if ``max_size`` is given and is not a positive int.
+        RuntimeError: when handed to a process being started (a list cannot be shared
+            between processes; use a tensor storage).
 
     Examples:
         >>> from rl_replay import ReplayBuffer, ListStorage
@@ -106,6 +109,16 @@ class ListStorage(Storage):
 
     def _empty(self) -> None:
         self._storage = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        if multiprocessing.context.get_spawning_popen() is not None:
+            raise RuntimeError(
+                f"Cannot share a storage of type {type(self).__name__} between processes: a "
+                "python list lives in one process, so the other process would write into its "
+                "own copy and the rows would be lost. Use LazyTensorStorage or "
+                "LazyMemmapStorage for a buffer shared between processes."
+            )
+        return super().__getstate__()
 
     def state_dict(self) -> dict[str, Any]:
         return {"_storage": list(self._storage)}
