@@ -99,6 +99,12 @@ class TestReplayBuffer:
         with pytest.raises(ValueError, match=f"expected {name} to be a positive int"):
             ReplayBuffer(**{name: value})
 
+    def test_drop_last_sampler_needs_a_batch_size(self):
+        with pytest.raises(ValueError, match="drop_last=True must work with a predictable batch"):
+            ReplayBuffer(sampler=SamplerWithoutReplacement(drop_last=True))
+        rb = ReplayBuffer(sampler=SamplerWithoutReplacement(drop_last=True), batch_size=2)
+        assert rb.batch_size == 2
+
     def test_bad_dim_extend_raises(self):
         with pytest.raises(ValueError, match=r"dim_extend < storage\.ndim=1"):
             ReplayBuffer(storage=LazyTensorStorage(4), dim_extend=1)
@@ -129,6 +135,13 @@ class TestReplayBuffer:
         rb = ReplayBuffer(storage=ListStorage(10), batch_size=4)
         rb.extend([TensorDict({"a": torch.tensor(float(i))}, []) for i in range(3)])
         assert rb.sample().batch_size == (4,)
+
+    @pytest.mark.parametrize("storage_cls", [LazyTensorStorage, LazyMemmapStorage])
+    def test_setitem_goes_through_the_inverse_transforms(self, storage_cls):
+        rb = ReplayBuffer(storage=storage_cls(10), transform=_AddOne())
+        rb.extend(torch.arange(4))
+        rb[1] = torch.tensor(41)  # stored as 40, read back as 41
+        assert int(rb[1]) == 41 and len(rb) == 4
 
     def test_setitem_writes_without_moving_cursor(self):
         rb = ReplayBuffer(storage=LazyTensorStorage(5))
@@ -221,6 +234,12 @@ class TestReplayBuffer:
         samples = [rb.sample() for _ in range(10)]
         assert all(s.shape == (8,) for s in samples)
         assert len(rb._futures) == 3
+
+    def test_prefetch_zero_means_no_prefetching(self):
+        rb = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=4, prefetch=0)
+        rb.extend(torch.arange(10))
+        assert rb.sample().shape == (4,) and rb.sample(6).shape == (6,)
+        assert not rb._futures and rb._executor is None
 
     def test_prefetch_rejects_other_batch_size(self):
         rb = ReplayBuffer(storage=LazyTensorStorage(100), batch_size=8, prefetch=2)

@@ -132,6 +132,18 @@ class TestReplayBufferEnsemble:
         assert buffer_ids.tolist() == [0, 1] and len(indices) == 2
         assert torch.equal(data["y"], data["x"] + 1)
 
+    def test_tensordict_samples_carry_buffer_ids_when_iterating(self):
+        rbs = []
+        for value in (0, 1, 2):
+            rb = ReplayBuffer(storage=LazyTensorStorage(10))  # plain buffers: no "index" entry
+            rb.extend(TensorDict({"x": torch.full((6,), value)}, [6]))
+            rbs.append(rb)
+        rb = ReplayBufferEnsemble(*rbs, p=[0.0, 0.5, 0.5], num_buffer_sampled=4, batch_size=8)
+        sample = next(iter(rb))
+        ids = sample["index", "buffer_ids"]
+        assert ids.shape == (4, 2) and 0 not in ids.unique().tolist()
+        assert torch.equal(ids, sample["x"])  # each element's id is the buffer it came from
+
     def test_sub_buffer_transforms_apply(self):
         first, second = _buffers()
         first.append_transform(lambda td: td.set("x", td["x"] + 5))

@@ -10,7 +10,13 @@ import torch
 from tensordict import TensorDict
 from torch import multiprocessing as mp
 
-from rl_replay import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer, TensorDictReplayBuffer
+from rl_replay import (
+    LazyMemmapStorage,
+    LazyTensorStorage,
+    ListStorage,
+    ReplayBuffer,
+    TensorDictReplayBuffer,
+)
 from rl_replay.testing import extend_from_worker, extend_one_at_a_time
 
 
@@ -91,3 +97,19 @@ def test_checkpoint_of_a_buffer_a_child_allocated(tmp_path):
     restored = TensorDictReplayBuffer(storage=LazyMemmapStorage(50))
     restored.loads(tmp_path / "ck")
     assert len(restored) == 10 and (restored["a"] == 1).all()
+
+
+def test_list_storage_is_refused_when_handed_to_a_spawned_process():
+    rb = TensorDictReplayBuffer(storage=ListStorage(21))
+    rb.extend(TensorDict({"a": torch.zeros(10)}, [10]))
+    proc = mp.get_context("spawn").Process(target=extend_from_worker, args=(rb,))
+    with pytest.raises(RuntimeError, match="Cannot share a storage of type ListStorage"):
+        proc.start()
+    assert len(rb) == 10 and pickle.loads(pickle.dumps(rb.storage)).get(0) is not None
+
+
+def test_prefetching_buffer_cannot_be_shared():
+    with pytest.raises(ValueError, match=r"Cannot share prefetched replay buffers.*prefetch=0"):
+        ReplayBuffer(storage=LazyTensorStorage(10), batch_size=2, prefetch=1, shared=True)
+    rb = ReplayBuffer(storage=LazyTensorStorage(10), batch_size=2, prefetch=0, shared=True)
+    assert rb.batch_size == 2

@@ -92,6 +92,27 @@ class TestListStorage(StorageContract):
             storage.set(torch.tensor([1, 3]), ["b", "c"])
         assert len(storage) == 1
 
+    def test_positions_in_any_order_fill_the_block(self):
+        storage = ListStorage(3)
+        storage.set(torch.tensor([2, 0, 1]), ["c", "a", "b"])
+        assert storage.get(slice(0, 3)) == ["a", "b", "c"]
+
+    def test_position_beyond_capacity_raises_before_writing(self):
+        storage = ListStorage(3)
+        with pytest.raises(ValueError, match=r"positions in \[0, max_size=3\), got 3"):
+            storage.set(torch.tensor([0, 1, 2, 3]), ["a", "b", "c", "d"])
+        assert len(storage) == 0
+
+    @pytest.mark.parametrize("count", [5, 7])
+    def test_buffer_extend_longer_than_capacity_keeps_the_last_items(self, count):
+        from rl_replay import ReplayBuffer
+
+        rb = ReplayBuffer(storage=ListStorage(3))
+        rb.extend(list(range(count)))
+        assert len(rb) == 3 and sorted(rb[:]) == list(range(count - 3, count))
+        rb.extend(["x"])  # the cursor continues after the last item written
+        assert sorted(map(str, rb[:])) == sorted(map(str, [count - 2, count - 1, "x"]))
+
     def test_count_mismatch_raises(self):
         with pytest.raises(ValueError, match="expected 2 items"):
             ListStorage(4).set(torch.arange(2), ["a"])
@@ -125,6 +146,22 @@ class TestTensorStorage(StorageContract):
     def test_container_with_too_few_dims_raises(self):
         with pytest.raises(ValueError, match="at least 2 dims"):
             TensorStorage(torch.zeros(4), ndim=2)
+
+    def test_range_cursor_writes_and_counts_the_rows(self):
+        storage = LazyTensorStorage(8)
+        storage.set(range(5), TensorDict({"a": torch.arange(5)}, [5]))
+        assert len(storage) == 5 and storage.get(torch.arange(5))["a"].tolist() == [0, 1, 2, 3, 4]
+
+    def test_len_along_dim0_counts_rows_of_the_cursor_dim(self):
+        storage = LazyTensorStorage(10, ndim=2)
+        storage.set(range(3), TensorDict({"a": torch.zeros(3, 2)}, [3, 2]))
+        assert len(storage) == 6 and storage.len_along_dim0 == 3
+
+    def test_container_without_entries_allocates_them_on_first_write(self):
+        storage = TensorStorage(TensorDict(batch_size=[5]))
+        assert storage.max_size == 5 and len(storage) == 0
+        storage.set(torch.arange(2), TensorDict({"a": torch.ones(2, 3)}, [2]))
+        assert storage.shape == (5,) and storage.get(torch.arange(2))["a"].shape == (2, 3)
 
     def test_get_entry_returns_the_stored_tensor(self):
         storage = self.make_storage(4)

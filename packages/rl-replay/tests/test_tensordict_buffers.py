@@ -112,6 +112,36 @@ class TestTensorDictPrioritizedReplayBuffer:
         rb.extend(data)
         assert rb.sample()["a"].unique().tolist() == [3]
 
+    def test_extend_can_keep_the_default_priority(self):
+        rb = TensorDictPrioritizedReplayBuffer(
+            alpha=1.0, beta=1.0, storage=LazyTensorStorage(10), batch_size=64
+        )
+        data = _td(4)
+        data["td_error"] = torch.tensor([0.0, 0.0, 0.0, 3.0])
+        rb.extend(data, update_priority=False)
+        assert sorted(rb.sample()["a"].unique().tolist()) == [0, 1, 2, 3]
+
+    def test_update_at_a_position_never_written_is_refused(self):
+        rb = TensorDictPrioritizedReplayBuffer(alpha=1.0, beta=1.0, storage=LazyTensorStorage(10))
+        rb.extend(_td(4))
+        with pytest.raises(ValueError, match=r"len\(storage\)=4\), got \[7\]"):
+            rb.update_priority(torch.tensor([1, 7]), torch.tensor([1.0, 5.0]))
+        assert sorted(rb.sample(64)["a"].unique().tolist()) == [0, 1, 2, 3]
+
+    def test_whole_trajectories_as_elements(self):
+        rb = TensorDictPrioritizedReplayBuffer(
+            alpha=0.7, beta=0.9, storage=ListStorage(5), batch_size=3, reduction="max"
+        )
+        rb.extend(TensorDict({"obs": torch.arange(12.0).view(3, 4)}, [3, 4]))  # 3 trajectories
+        sample = rb.sample()
+        assert sample.batch_size == (3, 4)
+        assert sample["index"].shape == (3, 4) and sample["priority_weight"].shape == (3, 4)
+        assert (sample["index"] == sample["index"][:, :1]).all()  # one index per trajectory
+        sample["td_error"] = torch.zeros(3, 4)  # priorities shaped like the sampled index
+        sample["td_error"][:, -1] = 1.0
+        rb.update_tensordict_priority(sample)
+        assert (rb.sample()["priority_weight"] > 0).all()
+
     def test_custom_priority_key_and_trailing_dims_reduced(self):
         rb = TensorDictPrioritizedReplayBuffer(
             alpha=1.0,

@@ -124,6 +124,19 @@ class TestTensorDictMaxValueWriter:
         assert written.tolist() == [0]
         assert sorted(storage.get(torch.arange(3))["key"].tolist()) == [2.0, 3.0, 10.0]
 
+    @pytest.mark.parametrize("default", [torch.float64, torch.float16])
+    def test_ranking_ignores_the_default_dtype(self, default):
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(default)
+        try:
+            storage = LazyTensorStorage(2)
+            writer = _bound(TensorDictMaxValueWriter(rank_key="key"), storage)
+            writer.extend(self._data([1.0, 2.0]))
+            assert writer.extend(self._data([1.5])).tolist() == [0]
+            assert sorted(storage.get(torch.arange(2))["key"].tolist()) == [1.5, 2.0]
+        finally:
+            torch.set_default_dtype(previous)
+
     def test_add_below_the_minimum_is_dropped(self):
         storage = LazyTensorStorage(2)
         writer = _bound(TensorDictMaxValueWriter(rank_key="key"), storage)

@@ -1,7 +1,9 @@
 """The generic, composable :class:`ReplayBuffer`.
 
 A buffer glues a storage (where data lives), a writer (where new data goes) and
-a sampler (which positions are read).  Writes are ``transform.inv -> writer ->
+a sampler (which positions are read): instances of the abstract bases
+:class:`~rl_replay.Storage`, :class:`~rl_replay.Writer` and :class:`~rl_replay.Sampler`,
+of which it calls only public methods.  Writes are ``transform.inv -> writer ->
 storage -> sampler.extend`` and reads ``sampler.sample -> storage.get ->
 collate_fn -> transform``, both under one lock so that threads may extend and
 sample concurrently.
@@ -24,9 +26,13 @@ from torch.utils import _pytree
 
 from rl_replay._checkpoint import dump_buffer, load_buffer, load_buffer_state
 from rl_replay._transforms import _TransformList
+from rl_replay.checkpointers.base import StorageCheckpointerBase
 from rl_replay.samplers import RandomSampler
+from rl_replay.samplers.base import Sampler
 from rl_replay.storages import ListStorage
+from rl_replay.storages.base import Storage
 from rl_replay.writers import RoundRobinWriter
+from rl_replay.writers.base import Writer
 
 __all__ = ["ReplayBuffer"]
 
@@ -47,7 +53,7 @@ class ReplayBuffer:
         pin_memory (bool, optional): pin sampled data (only when CUDA is available).
             Defaults to ``False``.
         prefetch (int, optional): number of batches sampled ahead in background
-            threads. Defaults to ``None`` (no prefetching).
+            threads; ``0`` or ``None`` means no prefetching. Defaults to ``None``.
         transform (callable, optional): applied to sampled data; its ``inv``, if
             any, is applied to written data. Defaults to ``None``.
         batch_size (int, optional): the default batch size of :meth:`sample`.
@@ -59,14 +65,20 @@ class ReplayBuffer:
             checkpointer. Defaults to ``None`` (keep the storage's).
         generator (torch.Generator, optional): the random generator used for
             sampling. Defaults to ``None`` (torch's global generator).
-        shared (bool, optional): accepted for API compatibility: lengths and
-            cursors always live in shared memory. Defaults to ``False``.
+        shared (bool, optional): the buffer is used by several processes. Lengths
+            and cursors always live in shared memory; with ``True``, transforms that
+            need shared write state are shared when added (see
+            ``rl_replay._transforms``) or refused with a ``RuntimeError``.
+            Defaults to ``False``.
         compilable (bool, optional): accepted for API compatibility. Defaults to ``None``.
         delayed_init (bool, optional): accepted for API compatibility: lazy
             storages always allocate on the first write. Defaults to ``False``.
 
     Raises:
-        ValueError: for a non-positive ``batch_size`` or ``prefetch``, or a bad ``dim_extend``.
+        ValueError: for a non-positive ``batch_size``, a negative ``prefetch``, ``prefetch``
+            with ``shared=True``, a bad
+            ``dim_extend``, or no ``batch_size`` with a ``drop_last=True`` sampler (its
+            batches must have a known size).
 
     Examples:
         >>> from rl_replay import ReplayBuffer, ListStorage
@@ -125,35 +137,50 @@ class ReplayBuffer:
     def __init__(
         self,
         *,
-        storage: Any = None,  # Any: a Storage (see rl_replay.storages)
-        sampler: Any = None,  # Any: a Sampler (see rl_replay.samplers)
-        writer: Any = None,  # Any: a Writer (see rl_replay.writers)
+        storage: Storage | None = None,
+        sampler: Sampler | None = None,
+        writer: Writer | None = None,
         collate_fn: Callable[[Any], Any] | None = None,
         pin_memory: bool = False,
         prefetch: int | None = None,
         transform: Callable[[Any], Any] | None = None,
         batch_size: int | None = None,
         dim_extend: int | None = None,
-        checkpointer: Any = None,  # Any: a StorageCheckpointerBase
+        checkpointer: StorageCheckpointerBase | None = None,
         generator: torch.Generator | None = None,
         shared: bool = False,
         compilable: bool | None = None,
         delayed_init: bool = False,
     ) -> None:
-        self._storage = storage if storage is not None else ListStorage(max_size=1_000)
-        self._sampler = sampler if sampler is not None else RandomSampler()
-        self._writer = writer if writer is not None else self._default_writer()
+        self._storage: Storage = storage if storage is not None else ListStorage(max_size=1_000)
+        self._sampler: Sampler = sampler if sampler is not None else RandomSampler()
+        self._writer: Writer = writer if writer is not None else self._default_writer()
         if checkpointer is not None:
             self._storage.checkpointer = checkpointer
         self._writer.register_storage(self._storage)
-        self._sampler._attach_storage(self._storage)
+        self._sampler.attach_storage(self._storage)
         self._storage.attach(self._writer)
         self._storage.attach(self._sampler)
         self._collate_fn = collate_fn if collate_fn is not None else _default_collate(self._storage)
         self._pin_memory = pin_memory and torch.cuda.is_available()
-        self._transform = _TransformList(transform)
+        self._transform = _TransformList()
+        if transform is not None:
+            self._transform.append(transform, shared=shared)
         self._batch_size = _check_positive("batch_size", batch_size)
-        self._prefetch = _check_positive("prefetch", prefetch)
+        if self._batch_size is None and getattr(self._sampler, "drop_last", False):
+            raise ValueError(
+                f"Samplers with drop_last=True must work with a predictable batch-size: "
+                f"{type(self._sampler).__name__}(drop_last=True) got batch_size=None. Pass "
+                "batch_size to the buffer, or build the sampler with drop_last=False."
+            )
+        # prefetch=0 is TorchRL's spelling of "no prefetching", like None
+        self._prefetch = _check_positive("prefetch", None if prefetch == 0 else prefetch)
+        if shared and self._prefetch:
+            raise ValueError(
+                f"Cannot share prefetched replay buffers: got shared=True and prefetch="
+                f"{prefetch}; prefetching threads live in one process. Pass prefetch=0 (or "
+                "None) to share the buffer, or shared=False to keep prefetching."
+            )
         ndim = getattr(self._storage, "ndim", 1)
         self.dim_extend = ndim - 1 if dim_extend is None else dim_extend
         if not 0 <= self.dim_extend < ndim:
@@ -166,22 +193,22 @@ class ReplayBuffer:
         self._executor: ThreadPoolExecutor | None = None
         self._futures: deque[tuple[int, Future]] = deque()
 
-    def _default_writer(self) -> Any:
+    def _default_writer(self) -> Writer:
         return RoundRobinWriter()
 
     # ------------------------------------------------------------ components
     @property
-    def storage(self) -> Any:  # Any: a Storage
+    def storage(self) -> Storage:
         """The storage of the buffer."""
         return self._storage
 
     @property
-    def sampler(self) -> Any:  # Any: a Sampler
+    def sampler(self) -> Sampler:
         """The sampler of the buffer."""
         return self._sampler
 
     @property
-    def writer(self) -> Any:  # Any: a Writer
+    def writer(self) -> Writer:
         """The writer of the buffer."""
         return self._writer
 
@@ -215,18 +242,22 @@ class ReplayBuffer:
         if self._transform.has_inv:
             data = self._transform.inv(data)
         with self._lock:
-            self._sampler._check_write(data)
+            self._sampler.check_write(data)
             index = self._writer.add(data)
             if index is not None:
                 self._sampler.add(index)
         return index
 
-    def extend(self, data: Any) -> torch.Tensor:  # Any: a batch of elements
+    def extend(
+        self, data: Any, *, update_priority: bool | None = None
+    ) -> torch.Tensor:  # Any: a batch of elements
         """Write a batch of elements; return their positions along the storage's cursor dim.
 
         Tensors, tensordicts and tuples/dicts (pytrees) are split along their
         leading dim (``dim_extend`` for multi-dim storages); a list is a
-        sequence of separate elements.
+        sequence of separate elements. ``update_priority`` is used by the
+        tensordict buffers, which read priorities from the written data; here
+        written elements always get the sampler's default priority.
 
         Raises:
             KeyError, ValueError: if ``data`` does not match what the storage holds
@@ -241,13 +272,18 @@ class ReplayBuffer:
         if self.dim_extend > 0:
             data = _transpose(data, self.dim_extend)
         with self._lock:
-            self._sampler._check_write(data)
+            self._sampler.check_write(data)
             index = self._writer.extend(data)
             self._sampler.extend(index)
         return index
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        """Write ``value`` at ``index`` without moving the cursor or changing the length."""
+        """Write ``value`` at ``index`` without moving the cursor or changing the length.
+
+        The value goes through the transforms' ``inv`` first, as :meth:`extend` data does.
+        """
+        if self._transform.has_inv:
+            value = self._transform.inv(value)
         with self._lock:
             self._storage.set(index, value, set_cursor=False)
             self._sampler.mark_update(index, storage=self._storage)
@@ -262,9 +298,7 @@ class ReplayBuffer:
     def empty(self) -> None:
         """Remove every element (the capacity is kept) and reset the writer and sampler."""
         with self._lock:
-            self._storage._empty()
-            self._writer._empty()
-            self._sampler._empty()
+            self._storage.empty()  # tells the attached writer and sampler
             self._futures.clear()
 
     def _empty(self) -> None:
@@ -295,7 +329,9 @@ class ReplayBuffer:
             data = self._transform(data)
         return data
 
-    def sample(self, batch_size: int | None = None, return_info: bool = False) -> Any:
+    def sample(
+        self, batch_size: int | None = None, return_info: bool = False, include_info: Any = None
+    ) -> Any:  # Any: include_info is accepted and ignored (see below)
         """Sample a batch.
 
         Args:
@@ -303,6 +339,8 @@ class ReplayBuffer:
                 constructor's ``batch_size``.
             return_info (bool, optional): also return the sampler's info dict (with
                 the sampled ``"index"``). Defaults to ``False``.
+            include_info (bool, optional): TorchRL's deprecated flag; tensordict
+                buffers always write the info into the sample. Defaults to ``None``.
 
         Raises:
             ValueError: if no batch size is given here nor at construction.
@@ -389,14 +427,14 @@ class ReplayBuffer:
         self, transform: Callable[[Any], Any], *, invert: bool = False
     ) -> ReplayBuffer:
         """Add a transform at the end of the list (``invert`` swaps its forward and ``inv``)."""
-        self._transform.append(transform, invert)
+        self._transform.append(transform, invert, shared=self._shared)
         return self
 
     def insert_transform(
         self, index: int, transform: Callable[[Any], Any], *, invert: bool = False
     ) -> ReplayBuffer:
         """Insert a transform at position ``index`` (``invert`` swaps its forward and ``inv``)."""
-        self._transform.insert(index, transform, invert)
+        self._transform.insert(index, transform, invert, shared=self._shared)
         return self
 
     # ------------------------------------------------------------ state

@@ -111,7 +111,7 @@ class StorageEnsemble(Storage):
 
     def _empty(self) -> None:
         for storage in self._storages:
-            storage._empty()
+            storage.empty()
 
     def state_dict(self) -> dict[str, Any]:
         return _states(self._storages)
@@ -160,7 +160,7 @@ class WriterEnsemble(Writer):
 
     def _empty(self) -> None:
         for writer in self._writers:
-            writer._empty()
+            writer.empty()
 
     def state_dict(self) -> dict[str, Any]:
         return _states(self._writers)
@@ -185,6 +185,8 @@ class ReplayBufferEnsemble(ReplayBuffer):
         sample_from_all (bool, optional): sample every buffer each time. Defaults to ``False``.
         num_buffer_sampled (int, optional): buffers picked per sample. Defaults to all.
         transform (callable, optional): applied to the merged batch. Defaults to ``None``.
+            A stacked tensordict batch carries ``("index", "buffer_ids")``: the
+            buffer each element comes from (added before ``transform``).
         batch_size (int, optional): the default batch size. Defaults to ``None``.
         collate_fn (callable, optional): merges the list of sub-batches. Defaults to stacking.
 
@@ -254,7 +256,7 @@ class ReplayBufferEnsemble(ReplayBuffer):
     def add(self, data: Any) -> int:
         raise _read_only("ReplayBufferEnsemble")
 
-    def extend(self, data: Any) -> torch.Tensor:
+    def extend(self, data: Any, *, update_priority: bool | None = None) -> torch.Tensor:
         raise _read_only("ReplayBufferEnsemble")
 
     def _sample(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
@@ -266,9 +268,23 @@ class ReplayBufferEnsemble(ReplayBuffer):
         ]
         info["index"] = (buffer_ids, indices)
         data = self._collate_fn(parts)
+        if _can_carry_ids(data, buffer_ids):
+            # which buffer each element of a stacked tensordict sample comes from
+            ids = buffer_ids.reshape(-1, *([1] * (data.batch_dims - 1))).expand(data.shape)
+            data.set(("index", "buffer_ids"), ids.to(data.device) if data.device else ids)
         if len(self._transform):
             data = self._transform(data)
         return data, info
+
+
+def _can_carry_ids(data: Any, buffer_ids: torch.Tensor) -> bool:
+    """Whether ``data`` is a stacked tensordict sample with room for ``("index", "buffer_ids")``."""
+    if not is_tensor_collection(data) or not data.batch_dims:
+        return False
+    if data.shape[0] != buffer_ids.numel():
+        return False
+    index = data.get("index", None)
+    return index is None or is_tensor_collection(index)
 
 
 def _stack_batches(parts: list[Any]) -> Any:

@@ -71,9 +71,20 @@ class TensorDictReplayBuffer(ReplayBuffer):
             self._set_written_priority(data, torch.as_tensor([index]), single=True)
         return index
 
-    def extend(self, data: Any) -> torch.Tensor:  # Any: a tensordict (or list of them)
+    def extend(
+        self, data: Any, *, update_priority: bool | None = None
+    ) -> torch.Tensor:  # Any: a tensordict (or list of them)
+        """Write a batch; set the written elements' priorities from ``priority_key``.
+
+        Args:
+            data (TensorDictBase or list of them): the elements.
+            update_priority (bool, optional): ``False`` keeps the default priority of the
+                written elements even when ``data`` carries ``priority_key``. Defaults to
+                ``None`` (read ``priority_key`` when present).
+        """
         index = super().extend(data)
-        self._set_written_priority(data, index, single=False)
+        if update_priority is not False:
+            self._set_written_priority(data, index, single=False)
         return index
 
     def _set_written_priority(self, data: Any, index: torch.Tensor, *, single: bool) -> None:
@@ -216,10 +227,25 @@ def _write_info(data: TensorDictBase, info: dict[str, Any], batch_size: int) -> 
         index = torch.stack(index, -1)
     leading = data.batch_size[:1]
     if index.shape[:1] == leading:
-        data.set("index", index)
+        data.set("index", _expand_to(index, data.batch_size, 1 if index.ndim > 1 else 0))
     for key, value in info.items():
         if key != "index" and isinstance(value, torch.Tensor) and value.shape[:1] == leading:
-            data.set(key, value)
+            data.set(key, _expand_to(value, data.batch_size, value.ndim - 1))
+
+
+def _expand_to(value: torch.Tensor, batch_size: torch.Size, tail: int) -> torch.Tensor:
+    """Repeat a per-sample ``value`` ([N, *tail]) over the other batch dims of the samples.
+
+    Elements stored as whole trajectories come back with batch ``[N, T]``: their index
+    and weights are then given to every step, as TorchRL does.
+    """
+    extra = len(batch_size) - (value.ndim - tail)
+    if extra <= 0:
+        return value
+    shape = value.shape
+    return value.view(shape[0], *([1] * extra), *shape[1:]).expand(
+        *batch_size, *shape[len(shape) - tail :]
+    )
 
 
 def _rows_index(rows: torch.Tensor, storage: Any) -> Any:

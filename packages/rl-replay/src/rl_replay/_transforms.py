@@ -2,7 +2,9 @@
 
 A transform is any callable on the sampled data.  If it also has an ``inv``
 method, ``inv`` is applied to the data on its way *into* the buffer (in reverse
-order).  rl-transforms' ``Transform`` objects follow this protocol; rl-replay
+order).  A transform that keeps write state every writer must see sets
+``requires_shared_write_state = True`` and offers ``share()``, which a buffer built
+with ``shared=True`` calls when the transform is added (and refuses one without it).  rl-transforms' ``Transform`` objects follow this protocol; rl-replay
 never imports them.
 """
 
@@ -20,6 +22,29 @@ class BufferTransform(Protocol):
 
     def __call__(self, data: Any) -> Any:  # Any: a tensordict or whatever the buffer holds
         ...
+
+
+def _share(transform: Any) -> None:
+    """Make a transform usable by a buffer shared between processes, or refuse it.
+
+    A transform whose ``requires_shared_write_state`` is true keeps state that every
+    writer must see; it is shared through its ``share()`` method, and refused when it
+    has none (each process would silently keep its own copy).
+
+    Raises:
+        RuntimeError: if the transform needs shared write state and cannot share it.
+    """
+    if not getattr(transform, "requires_shared_write_state", False):
+        return
+    share = getattr(transform, "share", None)
+    if not callable(share):
+        raise RuntimeError(
+            f"{type(transform).__name__} keeps write state that every process writing to a "
+            "shared buffer must see (requires_shared_write_state=True), but it has no share() "
+            "method to put that write state in shared memory. Give it a share() method, or "
+            "use it with a buffer built with shared=False."
+        )
+    share()
 
 
 class _Inverted:
@@ -59,11 +84,15 @@ class _TransformList:
                 "optionally inv)."
             )
 
-    def append(self, transform: Any, invert: bool = False) -> None:
-        self.insert(len(self._items), transform, invert)
+    def append(self, transform: Any, invert: bool = False, *, shared: bool = False) -> None:
+        self.insert(len(self._items), transform, invert, shared=shared)
 
-    def insert(self, index: int, transform: Any, invert: bool = False) -> None:
+    def insert(
+        self, index: int, transform: Any, invert: bool = False, *, shared: bool = False
+    ) -> None:
         self._check(transform)
+        if shared:
+            _share(transform)
         self._items.insert(index, _Inverted(transform) if invert else transform)
         self._refresh()
 

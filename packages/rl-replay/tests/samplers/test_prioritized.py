@@ -98,11 +98,15 @@ class TestPrioritizedSampler:
         [
             (
                 torch.tensor([1.0, -1.0, 1.0]),
-                r"non-negative, non-nan priorities, got \[-1.0\] at positions \[1\]",
+                r"finite, non-negative priorities, got \[-1.0\] at positions \[1\]",
             ),
             (
                 torch.tensor([1.0, float("nan"), 1.0]),
-                r"non-negative, non-nan priorities, got \[nan\]",
+                r"finite, non-negative priorities, got \[nan\]",
+            ),
+            (
+                torch.tensor([1.0, float("inf"), 1.0]),
+                r"finite, non-negative priorities, got \[inf\] at positions \[1\]",
             ),
             (
                 torch.tensor([1.0, 2.0]),
@@ -114,6 +118,23 @@ class TestPrioritizedSampler:
         sampler = filled(torch.ones(3), alpha=1.0, beta=1.0)
         with pytest.raises(ValueError, match=match):
             sampler.update_priority(torch.arange(3), priority)
+
+    def test_alpha_setter_re_expresses_stored_priorities(self):
+        sampler = filled(torch.tensor([1.0, 2.0, 4.0]), alpha=1.0, beta=1.0, eps=0.0)
+        sampler.alpha = 0.5
+        assert sampler.alpha == 0.5
+        torch.testing.assert_close(sampler._sum_tree.leaves, torch.tensor([1.0, 2.0, 4.0]) ** 0.5)
+        fresh = filled(torch.tensor([1.0, 2.0, 4.0]), alpha=0.5, beta=1.0, eps=0.0)
+        torch.testing.assert_close(sampler._sum_tree.total(), fresh._sum_tree.total())
+        torch.testing.assert_close(sampler._min_tree.total(), fresh._min_tree.total())
+
+    def test_alpha_setter_refuses_negative_values(self):
+        sampler = filled(torch.ones(2), alpha=0.7, beta=1.0)
+        with pytest.raises(
+            ValueError, match=r"alpha must be greater or equal to 0, got alpha=-1\.0"
+        ):
+            sampler.alpha = -1.0
+        assert sampler.alpha == 0.7
 
     def test_out_of_range_index_raises_before_any_change(self):
         sampler = PrioritizedSampler(3, alpha=1.0, beta=1.0)
@@ -268,3 +289,18 @@ class TestPrioritizedSampler:
         assert index.device.type == "cuda"
         rb.update_priority(index, torch.rand(4, device="cuda"))
         assert rb._sampler._sum_tree.device.type == "cuda"
+
+
+class TestStorageFilledElsewhere:
+    def test_elements_written_through_another_buffer_get_the_default_priority(self):
+        from rl_replay import LazyTensorStorage, RandomSampler, ReplayBuffer, RoundRobinWriter
+
+        storage, writer = LazyTensorStorage(10), RoundRobinWriter()
+        ReplayBuffer(storage=storage, writer=writer, sampler=RandomSampler()).extend(
+            torch.arange(6)
+        )
+        rb = ReplayBuffer(
+            storage=storage, writer=writer, sampler=PrioritizedSampler(10, alpha=0.7, beta=1.0)
+        )
+        torch.manual_seed(0)
+        assert sorted(rb.sample(200).unique().tolist()) == [0, 1, 2, 3, 4, 5]

@@ -53,6 +53,8 @@ def fill(plan, make_write_log, **sampler_kwargs):
         data = TensorDict(
             {"ep": traj.T, ("next", "done"): flags.T.unsqueeze(-1)}, [cols, len(chunk)]
         )
+        if mode == "end":  # the stored terminated flags are what info["terminated"] reports
+            data["next", "terminated"] = data["next", "done"]
         if cols == 1:
             data = data[0]
         index = rb.extend(data)  # an extend longer than the storage keeps its last elements
@@ -62,9 +64,10 @@ def fill(plan, make_write_log, **sampler_kwargs):
 
 
 def sampled_slices(index, info, cols):
-    """Split a sample at its done flags: ``[(rows, col, terminated), ...]``."""
+    """Split a sample at its truncated flags: ``[(rows, col, terminated), ...]``."""
     rows, col = (index, torch.zeros_like(index)) if cols == 1 else index
-    done = info["next", "done"].squeeze(-1).tolist()
+    done = info["next", "truncated"].squeeze(-1).tolist()
+    assert (info["next", "done"] >= info["next", "truncated"]).all()
     terminated = info["next", "terminated"].squeeze(-1).tolist()
     out, start = [], 0
     for i, flag in enumerate(done):
@@ -97,7 +100,7 @@ class TestSliceSampler:
             start = slice_rows[0]
             assert slice_rows == [(start + j) % rows for j in range(seq_len)]
             assert (start, col) in expected
-            assert terminated == expected[(start, col)]
+            assert terminated == (mode == "end" and expected[(start, col)])
             starts.add((start, col))
         assert starts == set(expected)
 
@@ -123,16 +126,21 @@ class TestSliceSampler:
         for slice_rows, col, terminated in sampled_slices(info["index"], info, cols):
             key = (tuple(slice_rows), col)
             assert key in expected
-            assert terminated == expected[key]
+            assert terminated == (mode == "end" and expected[key])
             seen.add(key)
         assert seen == set(expected)
 
-    def test_sampling_reads_no_storage_entry(self, make_counting_storage):
+    def test_writes_read_nothing_and_only_the_first_sample_after_them_reads(
+        self, make_counting_storage
+    ):
         data = TensorDict({"ep": torch.arange(1000) // 10}, [1000])
         storage = make_counting_storage(data)
         sampler = SliceSampler(num_slices=4, traj_key="ep")
         sampler._attach_storage(storage)
-        sampler.extend(torch.arange(1000))
+        for start in range(0, 1000, 100):
+            sampler.extend(torch.arange(start, start + 100))
+        assert storage.reads == 0  # boundaries are computed lazily
+        sampler.sample(storage, 32)
         reads = storage.reads
         for _ in range(5):
             sampler.sample(storage, 32)
@@ -159,7 +167,9 @@ class TestSliceSampler:
         )
         index, info = rb._sampler.sample(rb._storage, 2)
         assert index.tolist() in ([0, 1], [2, 3])
-        assert info["next", "terminated"].squeeze(-1).tolist() == [False, True]
+        assert info["next", "truncated"].squeeze(-1).tolist() == [False, True]
+        assert info["next", "done"].squeeze(-1).tolist() == [False, True]
+        assert not info["next", "terminated"].any()  # no terminated entry is stored
 
     @pytest.mark.parametrize(
         "kwargs, missing", [({"traj_key": "traj"}, "'traj'"), ({}, r"\('next', 'done'\)")]
@@ -209,7 +219,7 @@ class TestSliceSampler:
         for _ in range(20):
             index, _ = sampler.sample(storage, 2)
             assert index.tolist() in ([0, 1], [2, 3], [3, 4])
-        assert storage.reads == 0
+        assert storage.reads <= 1  # at most one look at the stored keys, never the boundaries
 
     def test_num_slices_sets_slice_count(self):
         rb = ReplayBuffer(
@@ -243,10 +253,6 @@ class TestSliceSampler:
             ({}, "exactly one of num_slices and slice_len"),
             ({"num_slices": 2, "slice_len": 2}, "exactly one of num_slices and slice_len"),
             ({"num_slices": 0}, "num_slices to be a positive int"),
-            (
-                {"num_slices": 1, "traj_key": "a", "end_key": "b"},
-                "at most one of traj_key and end_key",
-            ),
             (
                 {"num_slices": 1, "ends": torch.ones(2), "trajectories": torch.ones(2)},
                 "at most one of ends",

@@ -14,7 +14,7 @@ EPISODES = torch.arange(50) // 10  # five trajectories of 10 steps
 
 def buffer(**kwargs) -> ReplayBuffer:
     sampler = SliceSamplerWithoutReplacement(traj_key="ep", **kwargs)
-    rb = ReplayBuffer(storage=LazyTensorStorage(50), sampler=sampler)
+    rb = ReplayBuffer(storage=LazyTensorStorage(50), sampler=sampler, batch_size=8)
     rb.extend(TensorDict({"ep": EPISODES}, [50]))
     return rb
 

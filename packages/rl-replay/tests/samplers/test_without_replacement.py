@@ -12,7 +12,9 @@ from rl_replay.samplers import SamplerWithoutReplacement
 
 def buffer(size: int, capacity: int = 100, ndim: int = 1, **kwargs) -> ReplayBuffer:
     rb = ReplayBuffer(
-        storage=LazyTensorStorage(capacity, ndim=ndim), sampler=SamplerWithoutReplacement(**kwargs)
+        storage=LazyTensorStorage(capacity, ndim=ndim),
+        sampler=SamplerWithoutReplacement(**kwargs),
+        batch_size=3,
     )
     shape = [size] if ndim == 1 else [2, size // 2]
     rb.extend(TensorDict({"x": torch.zeros(shape)}, shape))

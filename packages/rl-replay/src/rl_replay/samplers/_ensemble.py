@@ -151,7 +151,7 @@ class SamplerEnsemble(Sampler):
 
     def _empty(self) -> None:
         for sampler in self._samplers:
-            sampler._empty()
+            sampler.empty()
 
     def state_dict(self) -> dict[str, Any]:
         """Return every sampler's state, keyed by its position."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -104,6 +105,8 @@ class PrioritizedSampler(Sampler):
         self.dtype = dtype
         self.reduction = reduction
         self._max_priority_within_buffer = max_priority_within_buffer
+        self._covered = 0  # flat positions [0, _covered) may hold a priority; the rest never did
+        self._last_high = -1  # the largest position of the last checked index
         self._build_trees(torch.device("cpu"))
 
     # ----------------------------------------------------------------- properties
@@ -116,6 +119,31 @@ class PrioritizedSampler(Sampler):
     def alpha(self) -> float:
         """Priority exponent."""
         return self._alpha
+
+    @alpha.setter
+    def alpha(self, value: float) -> None:
+        """Change the priority exponent; stored values are re-expressed with it exactly."""
+        value = float(value)
+        if not value >= 0:
+            raise ValueError(
+                f"{type(self).__name__}: alpha must be greater or equal to 0, got alpha={value!r}."
+            )
+        if value == self._alpha:
+            return
+        if self._alpha == 0:  # every stored value is 1: the priorities cannot be recovered
+            warnings.warn(
+                f"{type(self).__name__}: alpha changes from 0, where every stored priority "
+                "reads 1; stored elements keep equal priorities until they are updated.",
+                stacklevel=2,
+            )
+        else:  # (p + eps) ** old -> (p + eps) ** new, in closed form
+            ratio = value / self._alpha
+            with self._lock:
+                for tree in (self._sum_tree, self._min_tree, self._max_tree):
+                    if tree is not None:
+                        leaves = tree.leaves
+                        tree.load_leaves(torch.where(leaves > 0, leaves.pow(ratio), leaves))
+        self._alpha = value
 
     @property
     def beta(self) -> float:
@@ -155,8 +183,9 @@ class PrioritizedSampler(Sampler):
                     tree.to(device)
             self._max_priority = self._max_priority.to(device)
 
-    def _attach_storage(self, storage: Any) -> None:
-        super()._attach_storage(storage)
+    def attach_storage(self, storage: Any) -> None:  # Any: a Storage
+        """Remember the storage and move the trees to its device."""
+        super().attach_storage(storage)
         self._to(device_of(storage))
 
     # ----------------------------------------------------------------- writes
@@ -193,19 +222,31 @@ class PrioritizedSampler(Sampler):
             return torch.as_tensor(index, dtype=torch.long).reshape(-1)
         return ravel(index, storage)
 
-    def _check_index(self, flat: torch.Tensor) -> torch.Tensor:
-        """``flat`` on the trees' device, after checking it lies in ``[0, max_capacity)``."""
+    def _check_index(self, flat: torch.Tensor, storage: Any = None) -> torch.Tensor:
+        """``flat`` on the trees' device, after checking it lies in ``[0, max_capacity)``.
+
+        With a ``storage``, positions at or past its length (never written) are refused too.
+        """
         flat = flat.to(self._sum_tree.device)
         if flat.numel() == 0:
             return flat
         # one reduction and two scalar reads; the masked report is built only on failure
         low, high = torch.aminmax(flat)
-        if int(low) < 0 or int(high) >= self._max_capacity:
+        low, high = int(low), int(high)
+        self._last_high = high
+        if low < 0 or high >= self._max_capacity:
             bad = (flat < 0) | (flat >= self._max_capacity)
             raise ValueError(
                 f"{type(self).__name__} expected indices in [0, max_capacity={self._max_capacity}), "
                 f"got {flat[bad][:5].tolist()}. Build the sampler with a max_capacity at least "
                 "the storage size."
+            )
+        if storage is not None and high >= len(storage):
+            stored = len(storage)
+            raise ValueError(
+                f"{type(self).__name__}.update_priority expected indices of stored elements, in "
+                f"[0, len(storage)={stored}), got {flat[flat >= stored][:5].tolist()}. Those "
+                "positions were never written; update the priorities of written indices."
             )
         return flat
 
@@ -216,6 +257,7 @@ class PrioritizedSampler(Sampler):
         if flat.numel() == 0:
             return
         self._update_trees(flat, torch.as_tensor(values, dtype=self.dtype, device=device))
+        self._covered = max(self._covered, self._last_high + 1)
 
     def _update_trees(self, flat: torch.Tensor, values: torch.Tensor) -> None:
         with self._lock:
@@ -241,16 +283,19 @@ class PrioritizedSampler(Sampler):
                 attached storage.
 
         Raises:
-            ValueError: if ``priority`` is negative or nan, has a length other than the
-                number of indices, or an index is out of ``[0, max_capacity)``.
+            ValueError: if ``priority`` is negative, infinite or nan, has a length other
+                than the number of indices, or an index is out of ``[0, max_capacity)`` or
+                (with a storage) at or past the storage length (never written).
         """
-        flat = self._check_index(self._flat_index(index, storage))
+        storage = self._storage if storage is None else storage
+        flat = self._check_index(self._flat_index(index, storage), storage)
         priority = self._check_priority(priority, flat.numel())
         flat, priority = self._reduce_duplicates(flat, priority)
         with self._lock:  # everything is validated: nothing below can fail half-way
             if priority.numel():
                 self._max_priority = torch.maximum(self._max_priority, priority.max())
                 self._update_trees(flat, (priority + self._eps) ** self._alpha)
+                self._covered = max(self._covered, self._last_high + 1)
 
     def _check_priority(self, priority: float | torch.Tensor, count: int) -> torch.Tensor:
         name = type(self).__name__
@@ -266,11 +311,11 @@ class PrioritizedSampler(Sampler):
                 f"scalar, got a priority of shape {tuple(priority.shape)}. Pass priorities "
                 "aligned with the sampled index."
             )
-        # min() propagates nan, and nan >= 0 is False: one reduction checks both
-        if priority.numel() and not bool(priority.min() >= 0):
-            bad = ~(priority >= 0)
+        # aminmax propagates nan, and nan >= 0 is False: one reduction checks all three
+        if priority.numel() and not _finite_non_negative(priority):
+            bad = ~((priority >= 0) & priority.isfinite())
             raise ValueError(
-                f"{name}.update_priority expected non-negative, non-nan priorities, got "
+                f"{name}.update_priority expected finite, non-negative priorities, got "
                 f"{priority[bad][:5].tolist()} at positions {bad.nonzero().flatten()[:5].tolist()}. "
                 "Check the loss producing the priorities (e.g. clamp or take abs of td_error)."
             )
@@ -306,10 +351,25 @@ class PrioritizedSampler(Sampler):
         """
         name = type(self).__name__
         check_batch_size(batch_size, name)
-        check_not_empty(len(storage), name)
+        stored = len(storage)
+        check_not_empty(stored, name)
         with self._lock:
+            self._cover(stored)
             flat, weight = self._draw(batch_size)
         return unravel(flat, storage), {"priority_weight": weight}
+
+    def _cover(self, stored: int) -> None:
+        """Give the default priority to stored elements the sampler was never told about.
+
+        A sampler attached to a storage that was filled before (a loaded checkpoint, a
+        storage shared with another buffer) sees elements past the last position it
+        ever gave a priority: they get the default priority, as new writes do.
+        """
+        if stored > self._covered:
+            stop = min(stored, self._max_capacity)
+            positions = torch.arange(self._covered, stop, device=self._sum_tree.device)
+            self._update_trees(positions, self._default_value().expand(positions.numel()))
+            self._covered = stop
 
     def _draw(self, count: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``count`` flat positions drawn by priority, with their importance weights."""
@@ -331,6 +391,7 @@ class PrioritizedSampler(Sampler):
     def _empty(self) -> None:
         with self._lock:
             self._build_trees(self._sum_tree.device)
+            self._covered = 0
 
     def state_dict(self) -> dict[str, Any]:
         """Return the tree leaves and the running maximum priority."""
@@ -365,12 +426,19 @@ class PrioritizedSampler(Sampler):
             self._max_priority = torch.as_tensor(state_dict["max_priority"]).to(
                 device=device, dtype=self.dtype
             )
+            given = (self._sum_tree.leaves > 0) | (self._min_tree.leaves < torch.inf)
+            self._covered = int(given.nonzero().max()) + 1 if bool(given.any()) else 0
 
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(max_capacity={self._max_capacity}, alpha={self._alpha}, "
             f"beta={self._beta}, eps={self._eps}, reduction={self.reduction!r})"
         )
+
+
+def _finite_non_negative(priority: torch.Tensor) -> bool:
+    low, high = torch.aminmax(priority)
+    return bool(low >= 0) and bool(high < torch.inf)
 
 
 def _reduce_trailing(priority: torch.Tensor, reduction: str) -> torch.Tensor:

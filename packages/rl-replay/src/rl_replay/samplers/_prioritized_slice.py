@@ -112,8 +112,9 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
             max_priority_within_buffer=max_priority_within_buffer,
         )
 
-    def _attach_storage(self, storage: Any) -> None:
-        PrioritizedSampler._attach_storage(self, storage)
+    def attach_storage(self, storage: Any) -> None:  # Any: a Storage
+        """Remember the storage and move the priority trees to its device."""
+        PrioritizedSampler.attach_storage(self, storage)
 
     def extend(self, index: torch.Tensor) -> None:
         """Update the trajectory boundaries and give the written elements the default priority."""
@@ -135,15 +136,17 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         """
         name = type(self).__name__
         check_batch_size(batch_size, name)
-        check_not_empty(len(storage), name)
+        stored = len(storage)
+        check_not_empty(stored, name)
         num_slices, seq_len = self._slice_shape(batch_size)
         with self._lock:
+            self._cover(stored)
             traj_index, seg = self._segments(storage)
             plan = self._plan(traj_index, seg, seq_len)  # raises when none is long enough
             k, offset, flat = self._draw_starts(traj_index, seg, num_slices, seq_len)
             length = seg.length[k]
             index, info = self._gather(
-                storage, traj_index, seg.row[k], seg.col[k], length, seg.terminal[k], offset, plan
+                storage, traj_index, seg.row[k], seg.col[k], length, offset, plan
             )
             sizes = torch.minimum(offset + seq_len, length) - offset
             weight = self._weights(self._sum_tree.leaves.index_select(0, flat))

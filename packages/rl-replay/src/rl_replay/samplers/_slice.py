@@ -1,10 +1,13 @@
 """Sub-trajectory sampling: :class:`SliceSampler`.
 
-Trajectory boundaries come from a :class:`~rl_replay.samplers._trajectories.TrajectoryIndex`
-updated in :meth:`SliceSampler.extend` with the trajectory ids (or end flags) just
-written, read through the attached storage. :meth:`SliceSampler.sample` then picks
-``num_slices`` segments uniformly, a start uniformly inside each, and gathers the slice
-positions: ``O(batch)`` work plus one ``O(#trajectories)`` table rebuild per write.
+Trajectory boundaries live in a :class:`~rl_replay.samplers._trajectories.TrajectoryIndex`.
+Writes only queue the rows written (:meth:`SliceSampler.extend` is ``O(1)``); the next
+sample reads the trajectory ids (or end flags) of the queued rows from the storage and
+folds them into the index in one step, and also picks up rows that were written straight
+into the storage (``storage.set``) without the sampler being told. :meth:`SliceSampler.sample`
+then picks ``num_slices`` segments uniformly, a start uniformly inside each, and gathers
+the slice positions: ``O(batch)`` work plus one ``O(rows written + #trajectories)`` update
+when something was written since the last sample.
 """
 
 from __future__ import annotations
@@ -16,7 +19,20 @@ from typing import Any
 import torch
 from tensordict import NestedKey, is_tensor_collection, unravel_key
 
+from rl_replay.samplers._slice_info import SliceInfo
+from rl_replay.samplers._slice_keys import (
+    DEFAULT_END_KEY,
+    Candidate,
+    key_candidates,
+    key_from_json,
+    key_to_json,
+    missing_key,
+    read_entry,
+    resolve,
+    storage_keys,
+)
 from rl_replay.samplers._trajectories import Segments, TrajectoryIndex
+from rl_replay.samplers._write_queue import WriteQueue
 from rl_replay.samplers.base import (
     Sampler,
     check_batch_size,
@@ -27,8 +43,7 @@ from rl_replay.samplers.base import (
 
 __all__ = ["SliceSampler"]
 
-DEFAULT_TRAJ_KEY = "episode"
-DEFAULT_END_KEY = ("next", "done")
+_MIN_QUEUE = 1 << 16  # scattered queued rows are folded in on write past max(this, 2 x rows)
 
 
 class SliceSampler(Sampler):
@@ -45,17 +60,21 @@ class SliceSampler(Sampler):
     ``batch_size // num_slices`` consecutive steps (or slices of ``slice_len`` steps): a
     trajectory is picked uniformly, then a start uniformly among the starts that keep the
     slice inside it. Slices never cross a trajectory end or the write cursor. ``info``
-    marks the last step of every slice: ``terminated`` when it is the recorded end of its
-    trajectory, ``truncated`` otherwise, and ``done = terminated | truncated`` (keys built
-    from ``truncated_key``, shape ``[N, 1]``).
+    holds, per sampled step (shape ``[N, 1]``, keys built from ``truncated_key``):
+    ``truncated`` on the last step of every slice, ``done``: the stored done flag or
+    ``truncated``, and ``terminated``: the stored terminated flag (``False`` when the data
+    has none).
 
     Args:
         num_slices (int, optional): number of slices per sample; exclusive with
             ``slice_len``.
         slice_len (int, optional): length of each slice; exclusive with ``num_slices``.
         end_key (NestedKey, optional): the end signal. Defaults to ``("next", "done")``.
-        traj_key (NestedKey, optional): the trajectory ids. Defaults to ``"episode"``
-            when the data has it, else ``end_key`` is used.
+        traj_key (NestedKey, optional): the trajectory ids. When both keys are given the
+            ids are used if the data carries them, else the end signal (and the other
+            way round when only one is given). When neither is given the key is detected
+            from the first write: ``("collector", "traj_ids")``, else ``"episode"``, else
+            ``end_key``; :attr:`traj_key` then names the detected id entry.
         ends (torch.Tensor, optional): static end signals of the whole storage (shape of
             the storage), used instead of reading ``end_key``.
         trajectories (torch.Tensor, optional): static trajectory ids of the whole storage,
@@ -77,9 +96,13 @@ class SliceSampler(Sampler):
             device (``True``: the current one) when the storage is on CPU.
             Defaults to ``False``.
 
+    When the stored data has an ``"is_init"`` entry, ``info["is_init"]`` is that entry at
+    the sampled positions with the first step of every slice set to ``True`` (recurrent
+    modules split a flat sample on it). See ``rl_replay.samplers._slice_info``.
+
     Raises:
         ValueError: if both or neither of ``num_slices`` and ``slice_len`` are given, or
-            both ``traj_key`` and ``end_key`` (or ``ends`` and ``trajectories``).
+            both ``ends`` and ``trajectories``.
 
     Examples:
         >>> import torch
@@ -97,7 +120,7 @@ class SliceSampler(Sampler):
         >>> data = TensorDict({"episode": torch.tensor([0] * 5 + [1] * 5)}, [10])
         >>> storage = Storage(data)
         >>> sampler = SliceSampler(num_slices=2, traj_key="episode")
-        >>> sampler._attach_storage(storage)
+        >>> sampler.attach_storage(storage)
         >>> sampler.extend(torch.arange(10))
         >>> _ = torch.manual_seed(0)
         >>> index, info = sampler.sample(storage, 8)
@@ -135,16 +158,12 @@ class SliceSampler(Sampler):
                 isinstance(value, bool) or not isinstance(value, int) or value <= 0
             ):
                 raise ValueError(f"{name} expected {arg} to be a positive int, got {value!r}.")
-        if traj_key is not None and end_key is not None:
-            raise ValueError(
-                f"{name} expected at most one of traj_key and end_key, got traj_key={traj_key!r} "
-                f"and end_key={end_key!r}. Pass the one your data carries."
-            )
         if ends is not None and trajectories is not None:
             raise ValueError(f"{name} expected at most one of ends and trajectories, got both.")
         self.num_slices = num_slices
         self.slice_len = slice_len
-        self.end_key = None if end_key is None else unravel_key(end_key)
+        self._candidates: tuple[Candidate, ...] = key_candidates(traj_key, end_key)
+        self.end_key = DEFAULT_END_KEY if end_key is None else unravel_key(end_key)
         self.traj_key = None if traj_key is None else unravel_key(traj_key)
         self.truncated_key = None if truncated_key is None else unravel_key(truncated_key)
         self.cache_values = cache_values
@@ -161,65 +180,93 @@ class SliceSampler(Sampler):
         self._index: TrajectoryIndex | None = None
         self._mode: str | None = None
         self._key: NestedKey | None = None
+        self._queue = WriteQueue()  # rows written since the index was updated
         self._cached_plan: _Plan | None = None
-        prefix = self.truncated_key[:-1] if isinstance(self.truncated_key, tuple) else ()
-        self._done_key = unravel_key((*prefix, "done"))
-        self._terminated_key = unravel_key((*prefix, "terminated"))
+        self._info = SliceInfo(self.truncated_key)
 
     # ----------------------------------------------------------------- writes
     def extend(self, index: torch.Tensor) -> None:
-        """Read the trajectory ids / end flags of the written rows and update the boundaries.
+        """Queue the cursor-dim rows just written; the boundaries are updated when sampling.
 
-        Raises:
-            KeyError: if the data has neither the trajectory nor the end key (the message
-                lists the keys found).
+        The trajectory ids / end flags of queued rows are read at the next sample (or
+        once as many rows as the storage holds are queued), so a write costs ``O(1)``.
         """
-        storage = self._storage
-        if storage is None or self._static[1] is not None:
+        if self._static[1] is not None:
             return
         rows = torch.as_tensor(index, dtype=torch.long).reshape(-1)
-        if rows.numel() == 0:
-            return
+        storage = self._storage
+        ring = _rows_of(storage) if storage is not None else None
         with self._lock:
-            traj_index = self._ensure_index(storage)
-            values = self._read_values(storage, rows, traj_index.cols)
-            traj_index.write(rows, values)
+            self._queue.push(rows, ring=ring)
+            if ring is not None and self._queue.loose >= max(_MIN_QUEUE, 2 * ring):
+                self._sync(storage)  # bound the queue of scattered writes
 
-    def _check_write(self, data: Any) -> None:  # Any: whatever the buffer is about to write
-        """Raise before a write whose data lacks the trajectory / end entry.
+    def check_write(self, data: Any) -> None:  # Any: whatever the buffer is about to write
+        """Raise before a write whose data carries no trajectory / end entry.
 
-        Buffers call this before writing so that a bad write changes nothing. Data that is
-        not a tensordict is left to :meth:`extend`.
+        Buffers call this before writing so that a bad write changes nothing. The first
+        tensordict written fixes which entry is used (see ``traj_key``). Data that is
+        not a tensordict is left to the sampling-time read.
 
         Raises:
-            KeyError: naming the missing entry and the available keys.
+            KeyError: naming the entries looked for and the available keys.
         """
         if self._static[1] is not None or not is_tensor_collection(data):
             return
+        if self._key is not None:
+            if data.get(self._key, None) is None:
+                keys = list(data.keys(include_nested=True, leaves_only=True))
+                raise missing_key(type(self).__name__, ((self._mode, self._key),), keys)
+            return
         keys = list(data.keys(include_nested=True, leaves_only=True))
-        key = self._key if self._key is not None else (self.traj_key or self.end_key)
-        if key is None:  # defaults: "episode" when present, else ("next", "done")
-            if DEFAULT_TRAJ_KEY in keys or DEFAULT_END_KEY in keys:
-                return
-            key = DEFAULT_END_KEY
-        if key not in keys:
-            raise _missing_key(type(self).__name__, key, keys)
+        found = resolve(self._candidates, keys)
+        if found is None:
+            raise missing_key(type(self).__name__, self._candidates, keys)
+        self._use_key(*found)
+
+    def _use_key(self, mode: str, key: NestedKey) -> None:
+        self._mode, self._key = mode, key
+        if mode == "traj":
+            self.traj_key = key
+        else:
+            self.end_key = key
 
     def mark_update(self, index: Any, *, storage: Any = None) -> None:  # Any: storage index form
         """Re-read the trajectory ids / end flags of rows overwritten in place (``rb[i] = ...``)."""
-        if self._index is None or self._static[1] is not None or self._storage is None:
+        storage = self._storage if storage is None else storage
+        if self._static[1] is not None or storage is None:
             return
-        rows = rows_of(index, self._index.rows)
         with self._lock:
-            values = self._read_values(self._storage, rows, self._index.cols)
-            self._index.rewrite(rows, values)
+            if self._index is None and not self._queue:
+                return
+            traj_index = self._sync(storage)
+            rows = rows_of(index, traj_index.rows)
+            traj_index.rewrite(rows, self._read_values(storage, rows, traj_index.cols))
+
+    def _sync(self, storage: Any) -> TrajectoryIndex:
+        """Fold the queued rows, and rows written behind the sampler's back, into the index."""
+        traj_index = self._ensure_index(storage)
+        cols = traj_index.cols
+
+        def read(rows: torch.Tensor) -> torch.Tensor:
+            return self._read_values(storage, rows, cols)
+
+        if self._queue:
+            rows = self._queue.rows(traj_index.rows)
+            self._queue.clear()
+            traj_index.write_rows(rows, read)
+        stored = int(getattr(storage, "_len_along_dim0", len(storage)))
+        if traj_index.valid_rows < stored:  # written with storage.set(): read them in order
+            traj_index.write_rows(traj_index.unwritten(stored), read)
+        return traj_index
 
     def _ensure_index(self, storage: Any) -> TrajectoryIndex:
         if self._index is None:
             shape = tuple(storage.shape)
             cols = int(torch.Size(shape[1:]).numel())
             device = self._table_device(storage)
-            self._mode, self._key = self._resolve_key(storage)
+            if self._key is None:
+                self._resolve_key(storage_keys(storage))
             self._index = TrajectoryIndex(shape[0], cols, mode=self._mode, device=device)
         return self._index
 
@@ -228,19 +275,16 @@ class SliceSampler(Sampler):
             return torch.device("cuda") if self._use_gpu is True else torch.device(self._use_gpu)
         return device_of(storage)
 
-    def _resolve_key(self, storage: Any) -> tuple[str, NestedKey]:
-        if self.traj_key is not None:
-            return "traj", self.traj_key
-        if self.end_key is not None:
-            return "end", self.end_key
-        keys = _storage_keys(storage)
-        if keys is not None and DEFAULT_TRAJ_KEY in keys:
-            return "traj", DEFAULT_TRAJ_KEY
-        return "end", DEFAULT_END_KEY
+    def _resolve_key(self, keys: list[NestedKey] | None) -> None:
+        found = resolve(self._candidates, keys) if keys is not None else None
+        if found is None and keys is not None:
+            raise missing_key(type(self).__name__, self._candidates, keys)
+        # keys unknown (not a tensordict storage): the most preferred entry is read
+        self._use_key(*(found if found is not None else self._candidates[0]))
 
     def _read_values(self, storage: Any, rows: torch.Tensor, cols: int) -> torch.Tensor:
         assert self._key is not None and self._mode is not None
-        values = _read_entry(storage, self._key, rows, owner=type(self).__name__)
+        values = read_entry(storage, self._key, rows, owner=type(self).__name__)
         values = values.reshape(rows.numel(), cols, -1)
         return values.any(-1) if self._mode == "end" else values[..., 0]
 
@@ -261,10 +305,7 @@ class SliceSampler(Sampler):
         if self._static[1] is not None:
             traj_index = self._static_index(storage)
         else:
-            traj_index = self._ensure_index(storage)
-            if traj_index.written == 0 and len(storage):  # filled without telling the sampler
-                rows = torch.arange(getattr(storage, "_len_along_dim0", len(storage)))
-                traj_index.write(rows, self._read_values(storage, rows, traj_index.cols))
+            traj_index = self._sync(storage)
         return traj_index, traj_index.segments()
 
     # ----------------------------------------------------------------- sampling
@@ -297,18 +338,16 @@ class SliceSampler(Sampler):
                 f"(strict_length=True); the longest stored one has {int(table[2].max())}. "
                 "Sample shorter slices, store longer trajectories or pass strict_length=False."
             )
-        row, length, terminal = eligible[0], eligible[2], eligible[3] != 0
+        row, length = eligible[0], eligible[2]
         left, right = self._span_steps(seq_len)
         # relative starts run over [-left, max(length - seq_len + right, -left)]
         choices = (length - seq_len + right + left + 1).clamp_min_(1)
-        # the start offset at which a fixed-length slice ends its (terminal) trajectory
-        terminal_offset = torch.where(terminal, length - seq_len, -1)
         steps = torch.arange(seq_len, device=table.device)
         plan = _Plan(
             version=traj_index.version,
             seq_len=seq_len,
             segments=eligible,
-            table=torch.stack([row, eligible[1], choices, terminal_offset]),
+            table=torch.stack([row, eligible[1], choices]),
             left=left,
             steps=steps,
             last_step=steps == seq_len - 1,
@@ -332,7 +371,7 @@ class SliceSampler(Sampler):
             traj_index, seg = self._segments(storage)
             plan = self._plan(traj_index, seg, seq_len)
             k = self._pick(plan, num_slices)
-            picked = plan.table.index_select(1, k).unbind(0)  # row, col, choices, terminal offset
+            picked = plan.table.index_select(1, k).unbind(0)  # row, col, choices
             offset = torch.rand(k.shape, device=k.device).mul_(picked[2]).long()
             if plan.fixed:
                 return self._gather_planned(storage, traj_index, plan, picked, offset)
@@ -343,7 +382,6 @@ class SliceSampler(Sampler):
                 segment[0],
                 segment[1],
                 segment[2],
-                segment[3] != 0,
                 offset - plan.left,
                 plan,
             )
@@ -357,20 +395,12 @@ class SliceSampler(Sampler):
         offset: torch.Tensor,
     ) -> tuple[Any, dict[str, Any]]:
         """The fixed-length fast path: ``picked`` plan rows, slices starting at ``offset``."""
-        row, col, _, terminal = picked
+        row, col, _ = picked
         rows = self._fixed_slices(row + offset, plan.steps, traj_index.rows if plan.wraps else 0)
         cols = col.repeat_interleave(plan.seq_len) if traj_index.cols > 1 else None
         index = self._to_storage_index(storage, rows.view(-1), cols)
-        if self.truncated_key is None:
-            return index, {}
-        terminated = torch.logical_and((offset == terminal).unsqueeze(-1), plan.last_step)
-        terminated = terminated.view(-1, 1)
-        template = plan.done_template(offset.numel(), copy=False)
-        return index, {
-            self.truncated_key: template ^ terminated,
-            self._done_key: template.clone(),
-            self._terminated_key: terminated,
-        }
+        slice_end = plan.done_template(offset.numel(), copy=False)
+        return index, self._info.build(storage, index, slice_end)
 
     def _pick(self, plan: _Plan, count: int) -> torch.Tensor:
         """Which eligible segments the ``count`` slices come from (uniform, with replacement)."""
@@ -388,7 +418,6 @@ class SliceSampler(Sampler):
         row: torch.Tensor,
         col: torch.Tensor,
         length: torch.Tensor,
-        terminal: torch.Tensor,
         offset: torch.Tensor,
         plan: _Plan,
     ) -> tuple[Any, dict[str, Any]]:
@@ -397,31 +426,19 @@ class SliceSampler(Sampler):
         if self.strict_length and self.span == (False, False):  # every slice has seq_len steps
             rows = self._fixed_slices(row + offset, plan.steps, traj_index.rows).view(-1)
             cols = col.repeat_interleave(seq_len) if traj_index.cols > 1 else None
-            ends = (terminal & (offset + seq_len == length)).unsqueeze(-1)
-            slice_end = plan.last_step.expand(row.numel(), seq_len)
-            info = self._end_signals(slice_end.reshape(-1), (ends & slice_end).view(-1))
-            return self._to_storage_index(storage, rows, cols), info
+            index = self._to_storage_index(storage, rows, cols)
+            slice_end = plan.done_template(row.numel(), copy=False)
+            return index, self._info.build(storage, index, slice_end)
         first = offset.clamp_min(0)
         stop = torch.minimum(offset + seq_len, length)
         sizes = stop - first
         owner = torch.repeat_interleave(torch.arange(row.numel(), device=sizes.device), sizes)
         step = torch.arange(owner.numel(), device=sizes.device) - (sizes.cumsum(0) - sizes)[owner]
         rows = (row + first)[owner].add_(step).remainder_(traj_index.rows)
-        slice_end = step == sizes[owner] - 1
-        terminated = slice_end & (terminal & (stop == length))[owner]
+        slice_end = (step == sizes[owner] - 1).unsqueeze(-1)
         cols = col[owner] if traj_index.cols > 1 else None
-        return self._to_storage_index(storage, rows, cols), self._end_signals(slice_end, terminated)
-
-    def _end_signals(self, slice_end: torch.Tensor, terminated: torch.Tensor) -> dict[str, Any]:
-        if self.truncated_key is None:
-            return {}
-        terminated = terminated.unsqueeze(-1)
-        slice_end = slice_end.unsqueeze(-1)
-        return {
-            self.truncated_key: slice_end ^ terminated,
-            self._done_key: slice_end,
-            self._terminated_key: terminated,
-        }
+        index = self._to_storage_index(storage, rows, cols)
+        return index, self._info.build(storage, index, slice_end)
 
     def _to_storage_index(self, storage: Any, rows: torch.Tensor, cols: torch.Tensor | None) -> Any:
         device = device_of(storage)
@@ -440,24 +457,32 @@ class SliceSampler(Sampler):
         with self._lock:
             if self._index is not None and self._static[1] is None:
                 self._index.reset()
+            self._queue.clear()
+            self._info.reset()
             self._cached_plan = None
 
     def state_dict(self) -> dict[str, Any]:
         """Return the boundary tables (empty until the first write)."""
         with self._lock:
-            if self._index is None or self._static[1] is not None:
+            if self._static[1] is not None:
                 return {}
-            return {"index": self._index.state_dict(), "key": _key_to_json(self._key)}
+            if self._queue and self._storage is not None:
+                self._sync(self._storage)
+            if self._index is None:
+                return {}
+            return {"index": self._index.state_dict(), "key": key_to_json(self._key)}
 
     def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
         """Restore the boundary tables from :meth:`state_dict`."""
         with self._lock:
+            self._queue.clear()
+            self._info.reset()
             if "index" not in state_dict:
                 self._index = None
                 return
             state = state_dict["index"]
             device = device_of(self._storage) if self._storage is not None else torch.device("cpu")
-            self._mode, self._key = state["mode"], _key_from_json(state_dict["key"])
+            self._use_key(state["mode"], key_from_json(state_dict["key"]))
             self._index = TrajectoryIndex(
                 int(state["rows"]), int(state["cols"]), mode=self._mode, device=device
             )
@@ -470,7 +495,7 @@ class SliceSampler(Sampler):
             if self.num_slices is not None
             else f"slice_len={self.slice_len}"
         )
-        key = self.traj_key if self.traj_key is not None else self.end_key
+        key = self._key if self._key is not None else self._candidates[0][1]
         return f"{type(self).__name__}({size}, key={key!r}, strict_length={self.strict_length})"
 
 
@@ -515,45 +540,7 @@ def _parse_span(span: Any) -> tuple[bool | int, bool | int]:
     return (left, right)
 
 
-def _key_to_json(key: NestedKey | None) -> Any:
-    return list(key) if isinstance(key, tuple) else key
-
-
-def _key_from_json(key: Any) -> NestedKey | None:
-    return tuple(key) if isinstance(key, list) else key
-
-
-def _storage_keys(storage: Any) -> list[NestedKey] | None:
-    """The leaf keys of a storage's data, or ``None`` when they cannot be listed."""
-    data = getattr(storage, "_storage", None)
-    if not is_tensor_collection(data):
-        try:
-            data = storage[torch.zeros(1, dtype=torch.long)] if len(storage) else None
-        except Exception:  # any storage error means: keys unknown
-            data = None
-        if isinstance(data, (list, tuple)) and data:
-            data = data[0]
-    if is_tensor_collection(data):
-        return list(data.keys(include_nested=True, leaves_only=True))
-    return None
-
-
-def _read_entry(storage: Any, key: NestedKey, rows: torch.Tensor, *, owner: str) -> torch.Tensor:
-    """The stored tensor at ``key`` for the cursor-dim ``rows``."""
-    try:
-        if hasattr(storage, "_get_entry"):
-            return torch.as_tensor(storage._get_entry(key, rows))
-        data = storage[rows]
-        if isinstance(data, (list, tuple)):
-            return torch.stack([torch.as_tensor(item.get(key)) for item in data])
-        return torch.as_tensor(data.get(key))
-    except KeyError:
-        raise _missing_key(owner, key, _storage_keys(storage)) from None
-
-
-def _missing_key(owner: str, key: NestedKey, keys: Any) -> KeyError:
-    return KeyError(
-        f"{owner} expected the entry {key!r} (trajectory ids or end signals) in the stored "
-        f"data, but it is missing. Available keys: {keys}. Pass traj_key= or end_key= "
-        "naming an entry that marks the trajectories."
-    )
+def _rows_of(storage: Any) -> int:
+    """Size of the storage's cursor dim (its capacity along time)."""
+    shape = getattr(storage, "shape", None)
+    return int(shape[0]) if shape is not None and len(shape) else int(storage.max_size)

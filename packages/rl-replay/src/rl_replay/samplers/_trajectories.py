@@ -17,6 +17,7 @@ mode; no end flag on row ``r`` in ``"end"`` mode).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -88,8 +89,14 @@ class TrajectoryIndex:
         self._starts = torch.zeros((0,), dtype=torch.long, device=device)
         self._col_offsets = torch.arange(self.cols, device=device) * self.rows
         self._counter = 0
+        self._valid = 0
         self.version = 0
         self._segments: Segments | None = None
+
+    @property
+    def valid_rows(self) -> int:
+        """How many distinct rows hold data (were written at least once since a reset)."""
+        return self._valid
 
     @property
     def device(self) -> torch.device:
@@ -116,9 +123,43 @@ class TrajectoryIndex:
             last.scatter_reduce_(0, inverse, order, "amax", include_self=False)
             order, _ = torch.sort(last)
             rows, values = rows[order], values[order]
+        self._valid += int((self._stamp.index_select(0, rows) < 0).sum())
         self._stamp[rows] = order + self._counter
         self._counter += count
         self._refresh(rows, values)
+
+    def write_rows(self, rows: torch.Tensor, read: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """Record that ``rows`` were written (in order); ``read(rows)`` gives their values.
+
+        ``read`` is called once, with each written row once: the values are read after the
+        fact (they are the rows' current content), so a row written several times is read
+        once. A batch covering a good part of the storage takes a sort-free ``O(rows)``
+        path that rebuilds the breaks of every row.
+        """
+        rows = rows.to(device=self.device, dtype=torch.long).reshape(-1)
+        if rows.numel() * 8 < self.rows:
+            unique = _last_writes(rows)
+            self.write(unique, read(unique))
+            return
+        count = rows.numel()
+        last = torch.full((self.rows,), _NEVER, dtype=torch.long, device=self.device)
+        order = torch.arange(self._counter, self._counter + count, device=self.device)
+        last.scatter_reduce_(0, rows, order, "amax", include_self=True)
+        written = (last != _NEVER).nonzero().squeeze(-1)
+        stamps = last.index_select(0, written)
+        self._valid += int((self._stamp.index_select(0, written) < 0).sum())
+        self._stamp.index_copy_(0, written, stamps)
+        self._counter += count
+        values = read(written).to(device=self.device, dtype=torch.long)
+        self._values[:, written] = values.reshape(written.numel(), self.cols).T
+        # column-major positions of the breaks: nonzero() returns them sorted
+        self._starts = self._all_breaks().reshape(-1).nonzero().squeeze(-1)
+        self.version += 1
+        self._segments = None
+
+    def unwritten(self, stored: int) -> torch.Tensor:
+        """The rows among the first ``stored`` that hold no data yet, in order."""
+        return (self._stamp[:stored] < 0).nonzero().squeeze(-1)
 
     def rewrite(self, rows: torch.Tensor, values: torch.Tensor) -> None:
         """Record that ``rows`` were overwritten in place (write order unchanged)."""
@@ -155,6 +196,17 @@ class TrajectoryIndex:
         valid = (self._stamp[rows] >= 0).expand(self.cols, -1)
         prev_valid = (self._stamp[(rows - 1) % self.rows] >= 0).expand(self.cols, -1)
         return (valid & ~self._continues(rows)) | (~valid & prev_valid)
+
+    def _all_breaks(self) -> torch.Tensor:
+        """:meth:`_is_break` of every row at once, with shifts instead of gathers: ``[cols, rows]``."""
+        stamp = self._stamp
+        prev_stamp = torch.roll(stamp, 1)
+        valid, prev_valid = stamp >= 0, prev_stamp >= 0
+        in_time = valid & prev_valid & (stamp == prev_stamp + 1)
+        prev_values = torch.roll(self._values, 1, dims=1)
+        same = self._values == prev_values if self.mode == "traj" else prev_values == 0
+        continues = in_time & same
+        return (valid & ~continues) | (~valid & prev_valid)
 
     def segments(self) -> Segments:
         """The valid segments (cached until the next :meth:`write`)."""
@@ -221,6 +273,7 @@ class TrajectoryIndex:
         self._values.zero_()
         self._starts = self._starts[:0]
         self._counter = 0
+        self._valid = 0
         self.version += 1
         self._segments = None
 
@@ -244,8 +297,19 @@ class TrajectoryIndex:
         self._values = torch.as_tensor(state["values"]).to(device=device, dtype=torch.long).clone()
         self._starts = torch.as_tensor(state["starts"]).to(device=device, dtype=torch.long).clone()
         self._counter = int(state["counter"])  # type: ignore[arg-type]
+        self._valid = int((self._stamp >= 0).sum())
         self.version = int(state["version"])  # type: ignore[arg-type]
         self._segments = None
+
+
+def _last_writes(rows: torch.Tensor) -> torch.Tensor:
+    """``rows`` without the writes a later write of the same row overrides, in write order."""
+    unique, inverse = torch.unique(rows, return_inverse=True)
+    if unique.numel() == rows.numel():
+        return rows
+    last = torch.zeros_like(unique)
+    last.scatter_reduce_(0, inverse, torch.arange(rows.numel()), "amax", include_self=False)
+    return rows[torch.sort(last).values]
 
 
 def _merge(starts: torch.Tensor, touched: torch.Tensor, new: torch.Tensor) -> torch.Tensor:

@@ -1,9 +1,12 @@
 """The :class:`Sampler` base class and the checkpoint format shared by every sampler.
 
-A sampler decides which storage positions a replay buffer reads. The buffer calls
-``sampler._attach_storage(storage)`` once, ``sampler.extend(index)`` after every write
-(``index``: the cursor-dim positions just written) and ``sampler.sample(storage,
-batch_size)`` to draw ``(index, info)``.
+A sampler decides which storage positions a replay buffer reads. The buffer calls only
+public methods: ``sampler.attach_storage(storage)`` once, ``sampler.check_write(data)``
+before and ``sampler.extend(index)`` after every write (``index``: the cursor-dim
+positions just written), ``sampler.sample(storage, batch_size)`` to draw ``(index,
+info)``, and ``sampler.empty()`` when the storage is emptied. Subclasses implement
+:meth:`Sampler.sample` and the ``_empty`` hook (TorchRL's extension point); the
+underscore spellings ``_attach_storage`` / ``_check_write`` still work.
 
 Checkpoints (:meth:`Sampler.dumps`) are a directory holding ``sampler_meta.json`` (class
 name and JSON-able state) and, when the state has tensors, checksummed tensor files under
@@ -29,7 +32,8 @@ class Sampler(abc.ABC):
     """A generic sampler base class for composable Replay Buffers.
 
     Subclasses implement :meth:`sample`, :meth:`state_dict`, :meth:`load_state_dict`
-    and :meth:`_empty`; write hooks (:meth:`add`, :meth:`extend`) and priority hooks
+    and ``_empty`` (behind :meth:`empty`); :meth:`attach_storage` and :meth:`check_write`
+    may be overridden; write hooks (:meth:`add`, :meth:`extend`) and priority hooks
     (:meth:`update_priority`, :meth:`mark_update`) default to no-ops for samplers
     that keep no per-position state.
 
@@ -74,13 +78,23 @@ class Sampler(abc.ABC):
 
     @abc.abstractmethod
     def _empty(self) -> None:
-        """Forget every per-position state (the storage was emptied)."""
+        """Forget every per-position state (the hook behind :meth:`empty`)."""
         raise NotImplementedError
 
+    def empty(self) -> None:
+        """Forget every per-position state (the storage was emptied)."""
+        self._empty()
+
     # ----------------------------------------------------------------- hooks
-    def _attach_storage(self, storage: Any) -> None:  # Any: see __init__
+    def attach_storage(
+        self, storage: Any
+    ) -> None:  # Any: any object following the Storage contract
         """Remember the storage the buffer writes into (called once by the buffer)."""
         self._storage = storage
+
+    def _attach_storage(self, storage: Any) -> None:  # Any: see attach_storage
+        """TorchRL's spelling of :meth:`attach_storage`."""
+        self.attach_storage(storage)
 
     def add(self, index: int) -> None:
         """Tell the sampler that the cursor-dim position ``index`` was written."""
@@ -90,9 +104,13 @@ class Sampler(abc.ABC):
         """Tell the sampler that the cursor-dim positions ``index`` were written."""
         return None
 
-    def _check_write(self, data: Any) -> None:  # Any: whatever the buffer is about to write
+    def check_write(self, data: Any) -> None:  # Any: whatever the buffer is about to write
         """Raise if ``data`` cannot be written for this sampler (called before any write)."""
         return None
+
+    def _check_write(self, data: Any) -> None:  # Any: see check_write
+        """The underscore spelling of :meth:`check_write`."""
+        self.check_write(data)
 
     def update_priority(
         self, index: Any, priority: float | torch.Tensor, *, storage: Any = None

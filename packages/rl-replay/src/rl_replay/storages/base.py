@@ -9,7 +9,7 @@ The contract shared by buffers, writers and samplers:
   is ``[ceil(max_size / B), B]``: dim 0 is the cursor (time) dim and
   ``max_size`` is rounded up to ``shape.numel()``.
 * ``len(storage)`` counts valid elements over all storage dims (flattened);
-  ``storage._len_along_dim0`` counts valid rows of the cursor dim.
+  ``storage.len_along_dim0`` counts valid rows of the cursor dim.
 * ``storage[index]`` / :meth:`Storage.get` accept an int, a slice, a flat
   ``LongTensor`` (``ndim=1``) or a tuple of ``LongTensor`` (``ndim>1``, as
   :func:`torch.unravel_index` produces over ``storage.shape``).
@@ -109,8 +109,13 @@ class Storage(abc.ABC):
 
     @property
     def _len_along_dim0(self) -> int:
-        """Number of valid rows along the cursor (first) dim."""
+        """Number of valid rows along the cursor (first) dim (the hook subclasses override)."""
         return len(self)
+
+    @property
+    def len_along_dim0(self) -> int:
+        """Number of valid rows along the cursor (first) dim (``len(self)`` when ``ndim == 1``)."""
+        return self._len_along_dim0
 
     def __getitem__(self, index: Any) -> Any:  # Any: see get
         return self.get(index)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import sys
 from typing import Any
 
@@ -27,6 +28,8 @@ class ListStorage(Storage):
 
     Raises:
         ValueError: if ``max_size`` is given and is not a positive int.
+        RuntimeError: when handed to a process being started (a list cannot be shared
+            between processes; use a tensor storage).
 
     Examples:
         >>> from rl_replay import ReplayBuffer, ListStorage
@@ -51,40 +54,47 @@ class ListStorage(Storage):
     def set(self, cursor: Any, data: Any, *, set_cursor: bool = True) -> None:
         """Write ``data`` at ``cursor`` (an int, or a sequence of positions for a sequence of items).
 
+        Positions may come in any order (a writer wrapping around writes ``[2, 0, 1]``)
+        as long as, once the whole write is done, the stored items still form one block
+        ``0..len-1``: a position past the end must be filled by the same write.
+
         Raises:
-            ValueError: if the number of positions and items differ, or a position
-                leaves a gap after the last stored item.
+            ValueError: if the number of positions and items differ, a position is
+                negative or not below ``max_size``, or the write would leave a gap
+                after the last stored item (nothing is written then).
         """
-        if isinstance(cursor, int):
-            self._set_one(cursor, data)
-            return
-        positions = _positions(cursor, len(self._storage))
-        items = list(data)
-        if len(positions) != len(items):
-            raise ValueError(
-                f"ListStorage expected {len(positions)} items for {len(positions)} positions, "
-                f"found {len(items)}. Pass one item per position."
-            )
-        end = len(self._storage)
-        for pos in positions:
-            if pos > end:
-                raise ValueError(self._gap_message(pos))
-            end = max(end, pos + 1)
-        for pos, item in zip(positions, items, strict=True):
-            self._set_one(pos, item)
-
-    def _set_one(self, cursor: int, item: Any) -> None:
-        if cursor == len(self._storage):
-            self._storage.append(item)
-        elif cursor < len(self._storage):
-            self._storage[cursor] = item
+        if isinstance(cursor, int) or (isinstance(cursor, torch.Tensor) and cursor.ndim == 0):
+            positions, items = [int(cursor)], [data]
         else:
-            raise ValueError(self._gap_message(cursor))
+            positions = _positions(cursor, len(self._storage))
+            items = list(data)
+            if len(positions) != len(items):
+                raise ValueError(
+                    f"ListStorage expected {len(positions)} items for {len(positions)} "
+                    f"positions, found {len(items)}. Pass one item per position."
+                )
+        if not positions:
+            return
+        length = len(self._storage)
+        low, high = min(positions), max(positions)
+        if low < 0 or high >= self.max_size:
+            bad = low if low < 0 else high
+            raise ValueError(
+                f"ListStorage expected positions in [0, max_size={self.max_size}), got {bad}. "
+                "Write inside the capacity (a RoundRobinWriter wraps around for you)."
+            )
+        if high >= length:
+            missing = set(range(length, high + 1)).difference(positions)
+            if missing:
+                raise ValueError(self._gap_message(min(missing), high))
+            self._storage.extend([None] * (high + 1 - length))
+        for pos, item in zip(positions, items, strict=True):
+            self._storage[pos] = item
 
-    def _gap_message(self, pos: int) -> str:
+    def _gap_message(self, gap: int, pos: int) -> str:
         return (
-            f"ListStorage can write at positions 0..{len(self._storage)}, got {pos}. "
-            "Write positions in order without gaps."
+            f"ListStorage can write at positions 0..{len(self._storage)}, got {pos}, which "
+            f"would leave position {gap} empty. Write positions in order without gaps."
         )
 
     def get(self, index: Any) -> Any:  # Any: the stored python objects
@@ -101,6 +111,16 @@ class ListStorage(Storage):
 
     def _empty(self) -> None:
         self._storage = []
+
+    def __getstate__(self) -> dict[str, Any]:
+        if multiprocessing.context.get_spawning_popen() is not None:
+            raise RuntimeError(
+                f"Cannot share a storage of type {type(self).__name__} between processes: a "
+                "python list lives in one process, so the other process would write into its "
+                "own copy and the rows would be lost. Use LazyTensorStorage or "
+                "LazyMemmapStorage for a buffer shared between processes."
+            )
+        return super().__getstate__()
 
     def state_dict(self) -> dict[str, Any]:
         return {"_storage": list(self._storage)}

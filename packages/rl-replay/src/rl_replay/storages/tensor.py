@@ -84,7 +84,10 @@ class TensorStorage(Storage):
             td, spec = _as_tensordict(storage, ndim)
             numel = td.batch_size[:ndim].numel()
             super().__init__(numel if max_size is None else max_size, compilable=compilable)
-            self._adopt(td, spec)
+            if spec is not None or not td.is_empty():
+                self._adopt(td, spec)
+            # else: a container without entries (TensorDict(batch_size=[n])) only gives the
+            # capacity; the entries are allocated from the first write, as a lazy storage does
         else:
             super().__init__(max_size, compilable=compilable)
 
@@ -201,7 +204,7 @@ class TensorStorage(Storage):
             KeyError: if the keys differ from the stored ones.
             ValueError: if shapes differ or the data cannot satisfy ``ndim``.
         """
-        if isinstance(cursor, list):
+        if isinstance(cursor, (list, range)):
             cursor = torch.as_tensor(cursor, dtype=torch.long)
         if self._storage is None:
             self._init(data, cursor)

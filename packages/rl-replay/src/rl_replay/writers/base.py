@@ -11,6 +11,7 @@ from tensordict import is_tensor_collection
 from torch.utils import _pytree
 
 from rl_replay.samplers.base import dump_state, load_state
+from rl_replay.storages.base import Storage
 
 __all__ = ["Writer"]
 
@@ -23,16 +24,20 @@ class Writer(abc.ABC):
     to :meth:`register_storage`, and return the positions written along the
     storage's cursor (first) dim: an int for :meth:`add`, a ``LongTensor`` for
     :meth:`extend`.  With ``ndim > 1`` storages each position is a whole row.
+    A buffer calls :meth:`register_storage`, :meth:`add`, :meth:`extend`,
+    :meth:`empty`, :meth:`state_dict` / :meth:`load_state_dict` and
+    :meth:`dumps` / :meth:`loads`; subclasses implement :meth:`add`, :meth:`extend`
+    and the ``_empty`` hook behind :meth:`empty` (TorchRL's extension point).
 
     Args:
         compilable (bool, optional): accepted for API compatibility. Defaults to ``False``.
     """
 
     def __init__(self, compilable: bool = False) -> None:
-        self._storage: Any = None  # Any: a Storage (kept loose: writers only use its contract)
+        self._storage: Storage | None = None
         self._compilable = compilable
 
-    def register_storage(self, storage: Any) -> None:  # Any: see __init__
+    def register_storage(self, storage: Storage) -> None:
         """Bind the writer to ``storage``."""
         self._storage = storage
 
@@ -48,8 +53,12 @@ class Writer(abc.ABC):
 
     @abc.abstractmethod
     def _empty(self) -> None:
-        """Reset the write state (the storage was emptied)."""
+        """Reset the write state (the hook behind :meth:`empty`)."""
         raise NotImplementedError
+
+    def empty(self) -> None:
+        """Reset the write state (the storage was emptied)."""
+        self._empty()
 
     def state_dict(self) -> dict[str, Any]:
         """Return the writer state (tensors and JSON-able values)."""
@@ -72,7 +81,7 @@ class Writer(abc.ABC):
         """
         self.load_state_dict(load_state(Path(path), owner=type(self).__name__))
 
-    def _require_storage(self) -> Any:
+    def _require_storage(self) -> Storage:
         if self._storage is None:
             raise RuntimeError(
                 f"{type(self).__name__} has no storage: expected register_storage(storage) to be "

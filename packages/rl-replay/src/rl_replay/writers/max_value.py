@@ -13,6 +13,7 @@ from rl_replay.writers.base import Writer
 __all__ = ["TensorDictMaxValueWriter"]
 
 _MAX_ROWS = 1 << 40
+_RANK_DTYPE = torch.float64
 
 _REDUCTIONS = {
     "sum": lambda t: t.sum(-1),
@@ -75,7 +76,8 @@ class TensorDictMaxValueWriter(Writer):
                 f"TensorDictMaxValueWriter expected the rank key {self._rank_key!r} in the data; "
                 f"found keys {sorted(str(k) for k in data.keys(True, True))}."
             )
-        value = data.get(self._rank_key).float().reshape(data.shape[0], -1)
+        # ranks live in float64 whatever torch's default dtype is
+        value = data.get(self._rank_key).to(_RANK_DTYPE).reshape(data.shape[0], -1)
         return _REDUCTIONS[self._reduction](value)
 
     def _ensure_ranks(self, item: Any) -> int:
@@ -92,7 +94,7 @@ class TensorDictMaxValueWriter(Writer):
                 "Give the storage a max_size."
             )
         if self._ranks is None or self._ranks.numel() != rows:
-            self._ranks = torch.full((rows,), -torch.inf)
+            self._ranks = torch.full((rows,), -torch.inf, dtype=_RANK_DTYPE)
         return rows
 
     def add(self, data: Any) -> int | None:  # Any: a tensordict
@@ -127,4 +129,4 @@ class TensorDictMaxValueWriter(Writer):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         ranks = state_dict["_ranks"]
-        self._ranks = ranks.clone() if ranks.numel() else None
+        self._ranks = ranks.to(_RANK_DTYPE).clone() if ranks.numel() else None
