@@ -95,7 +95,15 @@ def _check_api_complete(app, env) -> None:
                 )
 
 
+def _skip_tensordict_members(app, what, name, obj, skip, options):
+    """Leave out the methods a tensorclass (``Tree``) gets from tensordict: documented there."""
+    if what == "class" and getattr(obj, "__module__", "").startswith("tensordict"):
+        return True
+    return None
+
+
 def setup(app):
+    app.connect("autodoc-skip-member", _skip_tensordict_members)
     app.connect("env-check-consistency", _check_api_complete)
     app.connect("source-read", _insert_benchmarks)
     app.connect("autodoc-process-docstring", _join_wrapped_names, priority=100)
