@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 import shutil
 import subprocess
@@ -100,3 +101,102 @@ def test_distribution_builds_as_a_wheel_on_its_own(dist, tmp_path):
     )
     wheels = list(tmp_path.glob(f"{_module(dist)}-*.whl"))
     assert len(wheels) == 1
+
+
+def _sources() -> list[tuple[str, Path]]:
+    return [
+        (dist, path) for dist in DISTS for path in sorted((PACKAGES / dist / "src").rglob("*.py"))
+    ]
+
+
+def _doorway_violations(dist: str, path: Path) -> list[str]:
+    """Names ``path`` takes from another distribution other than through its doorways.
+
+    A sibling may import a package's ``__all__`` names, and the ``__all__`` names of
+    its public (non-underscore) modules, such as ``rl_envs_core.extension``; a public
+    module without ``__all__`` offers nothing.
+    """
+    own, found = _module(dist), []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                if top in MODULES and top != own and "._" in f".{alias.name}":
+                    found.append(f"line {node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            top = node.module.split(".")[0]
+            if top not in MODULES or top == own:
+                continue
+            if any(part.startswith("_") for part in node.module.split(".")):
+                found.append(f"line {node.lineno}: from {node.module} (a private module)")
+                continue
+            offered = getattr(importlib.import_module(node.module), "__all__", ())
+            for alias in node.names:
+                dunder = alias.name.startswith("__") and alias.name.endswith("__")
+                if alias.name != "*" and not dunder and alias.name not in offered:
+                    found.append(
+                        f"line {node.lineno}: {node.module}.{alias.name} (not in its __all__)"
+                    )
+    return found
+
+
+def test_no_private_name_is_imported_across_distributions():
+    bad = {
+        str(path.relative_to(ROOT)): found
+        for dist, path in _sources()
+        if (found := _doorway_violations(dist, path))
+    }
+    assert bad == {}, (
+        f"import only another distribution's __all__ names or its extension module's: {bad}"
+    )
+
+
+def test_the_doorway_check_catches_private_names(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "from rl_envs_core import EnvBase\n"
+        "from rl_envs_core import _env_base\n"
+        "from rl_envs_core._td import get_entry\n"
+        "from rl_envs_core.extension import next_of, _td\n"
+        "import rl_specs._base\n"
+    )
+    found = _doorway_violations("rl-transforms", probe)
+    assert [line.split(":")[0] for line in found] == ["line 2", "line 3", "line 4", "line 5"]
+
+
+#: modules that write ``obj.__dict__[...]`` of objects other than ``self``: each
+#: writes objects of its own distribution (never another distribution's)
+_OWN_DICT_WRITES = {
+    "packages/rl-envs-core/src/rl_envs_core/_spec_views.py": "EnvBase's stored specs",
+    "packages/rl-transforms/src/rl_transforms/_base.py": "Transform's key lists and caches",
+}
+
+
+def _foreign_dict_writes(path: Path) -> list[int]:
+    lines = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        values = [node.value] if isinstance(node, ast.Assign) else []
+        for expr in [*targets, *values]:
+            if isinstance(expr, ast.Subscript):
+                expr = expr.value
+            if (
+                isinstance(expr, ast.Attribute)
+                and expr.attr == "__dict__"
+                and not (isinstance(expr.value, ast.Name) and expr.value.id in {"self", "cls"})
+            ):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_no_dict_writes_into_other_objects_outside_the_known_places():
+    bad = {
+        rel: lines
+        for _, path in _sources()
+        if (rel := str(path.relative_to(ROOT))) not in _OWN_DICT_WRITES
+        and (lines := _foreign_dict_writes(path))
+    }
+    assert bad == {}, (
+        "write another object's attributes through its public API (for an env's specs: "
+        f"rl_envs_core.extension.install_stacked_specs), not its __dict__: {bad}"
+    )

@@ -9,7 +9,7 @@ import torch
 from tensordict import TensorDict
 
 from rl_envs_core import _auto_reset
-from rl_envs_core.hooks import (
+from rl_envs_core.extension import (
     AutoResetHandler,
     CarryOverAutoReset,
     register_auto_reset_handler,

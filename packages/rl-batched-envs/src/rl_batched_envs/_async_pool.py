@@ -22,7 +22,6 @@ from tensordict import LazyStackedTensorDict, TensorDictBase
 from rl_batched_envs._batched import (
     active_envs,
     check_sub_batch,
-    install_specs,
     reset_targets,
     stack_specs,
 )
@@ -31,6 +30,7 @@ from rl_batched_envs._errors import WorkerDiedError
 from rl_batched_envs._pickling import dumps
 from rl_batched_envs._worker import CALL, DEFAULT_TIMEOUT, WorkerPool, default_start_method
 from rl_envs_core import EnvBase, EnvMetaData
+from rl_envs_core.extension import install_stacked_specs
 
 _STACKS = ("dense", "maybe_dense", "lazy")
 _KINDS = {"step": "step_full", "reset": "reset"}
@@ -153,7 +153,7 @@ class AsyncEnvPool(EnvBase):
         self.backend = backend
         self.stack = stack
         self.__dict__["_lazy"] = stack == "lazy" or lazy
-        install_specs(self, specs, lazy)
+        install_stacked_specs(self, specs, lazy=lazy)
         self.__dict__["_last_next"] = [m.tensordict.get("next") for m in metas]
         self.__dict__["_last_root"] = [m.tensordict.exclude("next") for m in metas]
 

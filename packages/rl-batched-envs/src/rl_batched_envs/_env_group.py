@@ -17,7 +17,7 @@ import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase, EnvMetaData
-from rl_envs_core.td_fast import get_entry
+from rl_envs_core.extension import get_entry, key_layout
 
 Pairs = list[tuple[NestedKey, torch.Tensor]]
 
@@ -358,7 +358,7 @@ def _dual(data: TensorDictBase, key: NestedKey) -> torch.Tensor | None:
 
 def _metadata(env: EnvBase) -> EnvMetaData:
     """``EnvMetaData.metadata_from_env``, with empty data for dynamic (-1) specs."""
-    if not env._key_cache()["dynamic"]:
+    if not key_layout(env)["dynamic"]:
         return EnvMetaData.metadata_from_env(env)
     bs = env.batch_size
     return EnvMetaData(

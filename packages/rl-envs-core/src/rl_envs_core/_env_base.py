@@ -16,13 +16,11 @@ from torch import nn
 from rl_envs_core import _check, _partial, _rollout, _spec_views, _validation
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
 from rl_envs_core._step_mdp import advance, as_tuple
+from rl_envs_core._td import get_entry, set_child, set_entry
 from rl_envs_core._transform_hook import make_transformed_env
-from rl_envs_core.td_fast import get_entry, set_child, set_entry
 from rl_specs import Categorical, Composite, TensorSpec, Unbounded
 
 DeviceType = torch.device | str | int | None
-
-_DONE_DUAL = {"done": "terminated", "terminated": "done"}
 
 
 def _to_device(device: DeviceType) -> torch.device | None:
@@ -311,9 +309,7 @@ class EnvBase(nn.Module):
         for key, leaf in self._done_leaf_specs():
             if key in present if isinstance(key, str) else out.get(key, None) is not None:
                 continue
-            tup = as_tuple(key)
-            dual = _DONE_DUAL.get(tup[-1])
-            dual_key = (dual if len(tup) == 1 else (*tup[:-1], dual)) if dual else None
+            dual_key = _spec_views.done_dual(key)
             value = get_entry(out, dual_key) if dual_key is not None else None
             if value is not None:
                 set_entry(out, key, value.clone())

@@ -14,7 +14,7 @@ from tensordict import NestedKey, TensorDict, TensorDictBase
 from tensordict.utils import is_non_tensor
 
 from rl_envs_core._step_mdp import as_tuple
-from rl_envs_core.td_fast import get_entry
+from rl_envs_core._td import get_entry
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase

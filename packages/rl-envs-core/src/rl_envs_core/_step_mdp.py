@@ -14,7 +14,7 @@ from tensordict import NestedKey, TensorDict, TensorDictBase
 from tensordict.utils import is_non_tensor
 from torch import Tensor
 
-from rl_envs_core.td_fast import any_true, entries, get_entry, set_entry
+from rl_envs_core._td import any_true, entries, get_entry, set_entry
 
 DONE_NAMES = ("done", "terminated", "truncated")
 

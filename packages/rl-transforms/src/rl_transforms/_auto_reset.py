@@ -6,7 +6,7 @@ not reset the base env) and, with ``replace``, puts placeholders in its place in
 ``"next"`` so that no data of the next episode leaks into the finished one.
 
 Importing this module registers :class:`TransformAutoResetHandler` with
-``rl_envs_core.hooks``, so that ``EnvBase(auto_reset=True)`` runs the same logic.
+``rl_envs_core.extension``, so that ``EnvBase(auto_reset=True)`` runs the same logic.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import torch
 from tensordict import NestedKey, TensorDictBase
 
 from rl_envs_core import EnvBase
-from rl_envs_core.hooks import register_auto_reset_handler
+from rl_envs_core.extension import register_auto_reset_handler
 from rl_specs import Composite
 from rl_transforms._base import Compose, Transform
 from rl_transforms._env import TransformedEnv
@@ -178,14 +178,14 @@ class TransformAutoResetHandler:
     """The ``rl_envs_core`` auto-reset handler backed by an :class:`AutoResetTransform`.
 
     ``EnvBase(auto_reset=True)`` builds one per env (through the registry of
-    ``rl_envs_core.hooks``): steps go through the transform, and a reset after a done
+    ``rl_envs_core.extension``): steps go through the transform, and a reset after a done
     step returns the kept observations instead of calling ``_reset``.
 
     Keyword Args:
         replace (bool, optional): see :class:`AutoResetTransform`. Defaults to ``True``.
 
     Examples:
-        >>> from rl_envs_core.hooks import AutoResetHandler
+        >>> from rl_envs_core.extension import AutoResetHandler
         >>> isinstance(TransformAutoResetHandler(replace=True), AutoResetHandler)
         True
     """

@@ -24,7 +24,7 @@ from rl_env_adapters._gym._spaces import gym_space_to_spec
 from rl_env_adapters._step_scalars import StepScalars
 from rl_env_adapters._td_out import OutputBuilder
 from rl_envs_core import GymLikeEnv
-from rl_envs_core.td_fast import get_entry
+from rl_envs_core.extension import get_entry
 from rl_specs import Composite, Unbounded
 
 __all__ = ["GymWrapper"]
@@ -248,7 +248,7 @@ class GymWrapper(GymLikeEnv):
         return out
 
     def _output(self, source: dict[str, Any]) -> TensorDictBase:
-        return self._build_output(source, self._batch_size, self._device)
+        return self._build_output(source, self.batch_size, self.device)
 
     def _batched_outputs(
         self,

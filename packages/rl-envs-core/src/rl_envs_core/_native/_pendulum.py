@@ -16,7 +16,7 @@ from tensordict import TensorDict, TensorDictBase
 from rl_envs_core._env_base import EnvBase
 from rl_envs_core._native._messages import entry_names
 from rl_envs_core._native._seeding import seeded_generator
-from rl_envs_core.td_fast import get_entry
+from rl_envs_core._td import get_entry
 from rl_specs import Bounded, Composite, Unbounded, make_composite_from_td
 
 __all__ = ["PendulumEnv"]

@@ -7,7 +7,7 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDict
 
 from rl_envs_core import step_mdp
-from rl_envs_core.td_fast import any_true, entries, get_entry, set_child, set_entry
+from rl_envs_core.extension import any_true, entries, get_entry, set_child, set_entry
 from rl_envs_core.testing import CountingEnv
 
 

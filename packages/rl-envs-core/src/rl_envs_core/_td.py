@@ -6,8 +6,8 @@ value; for a plain ``TensorDict`` and a ``str`` key the same result is one dict
 access. Every helper here falls back to the public method for any other type or
 key, so callers stay correct for lazy stacks, tensorclasses and nested keys.
 
-Public for the packages that wrap envs (transforms, batched envs, adapters), whose
-per-step code has the same needs.
+Sibling distributions (transforms, batched envs, adapters), whose per-step code
+has the same needs, reach these through :mod:`rl_envs_core.extension`.
 """
 
 from __future__ import annotations
