@@ -72,7 +72,7 @@ def worker_main(
         except (EOFError, OSError):
             pass
         return
-    step, step_reset = group.step, group.step_and_maybe_reset
+    step, step_reset = group.step, group.step_and_reset_done
     while True:
         try:
             msg = conn.recv_bytes()
