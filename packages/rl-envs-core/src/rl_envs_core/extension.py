@@ -15,9 +15,11 @@ rl-envs-core beyond ``rl_envs_core.__all__``:
 - **fast entry access** for per-step code on plain ``TensorDict`` s:
   :func:`entries`, :func:`get_entry`, :func:`set_entry`, :func:`set_child`,
   :func:`any_true`;
-- **registries filled by higher packages**: :func:`register_auto_reset_handler`
-  (with :class:`AutoResetHandler`, :class:`CarryOverAutoReset`) and
-  :func:`register_transformed_env_factory` (behind ``EnvBase.append_transform``).
+- **auto-reset**: :class:`CarryOverAutoReset`, the one engine behind
+  ``EnvBase(auto_reset=True)`` and rl-transforms' ``AutoResetTransform``, and the
+  :class:`AutoResetHandler` protocol;
+- **registry filled by a higher package**: :func:`register_transformed_env_factory`
+  (behind ``EnvBase.append_transform``).
 
 Examples:
     >>> from rl_envs_core.extension import key_layout, next_of
@@ -37,11 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from tensordict import NestedKey, TensorDictBase
 
-from rl_envs_core._auto_reset import (
-    AutoResetHandler,
-    CarryOverAutoReset,
-    register_auto_reset_handler,
-)
+from rl_envs_core._auto_reset import AutoResetHandler, CarryOverAutoReset
 from rl_envs_core._spec_views import done_dual, install_stacked_specs
 from rl_envs_core._td import any_true, entries, get_entry, set_child, set_entry
 from rl_envs_core._transform_hook import register_transformed_env_factory
@@ -61,7 +59,6 @@ __all__ = [
     "install_stacked_specs",
     "key_layout",
     "next_of",
-    "register_auto_reset_handler",
     "register_transformed_env_factory",
     "set_child",
     "set_entry",
