@@ -200,3 +200,28 @@ def test_no_dict_writes_into_other_objects_outside_the_known_places():
         "write another object's attributes through its public API (for an env's specs: "
         f"rl_envs_core.extension.install_stacked_specs), not its __dict__: {bad}"
     )
+
+
+#: tensordict's (and torch's pytree's) private names the packages use
+_TD_PRIVATE = re.compile(
+    r"_new_unsafe|\._tensordict\b|_set_str\b|_td_dim_names|_maybe_names|\b_pytree\b"
+)
+
+
+def test_tensordict_private_api_lives_in_one_module_per_distribution():
+    outside = {
+        str(path.relative_to(ROOT)): lines
+        for _, path in _sources()
+        if path.name != "_td.py"
+        and (
+            lines := [
+                n
+                for n, line in enumerate(path.read_text().splitlines(), 1)
+                if _TD_PRIVATE.search(line) and not line.lstrip().startswith("#")
+            ]
+        )
+    }
+    assert outside == {}, (
+        "use tensordict's private API only in the distribution's _td.py, with a comment "
+        f"saying why the public API does not serve: {outside}"
+    )

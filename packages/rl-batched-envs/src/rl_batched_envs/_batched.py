@@ -13,11 +13,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from tensordict import LazyStackedTensorDict, NestedKey, TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, NestedKey, TensorDictBase
 
 from rl_batched_envs._env_group import BufferLayout, flat_entries
 from rl_envs_core import EnvBase, EnvMetaData
-from rl_envs_core.extension import advance_root, install_stacked_specs, key_layout
+from rl_envs_core.extension import (
+    advance_root,
+    install_stacked_specs,
+    key_layout,
+    new_unchecked,
+)
 from rl_specs import Composite, contains_lazy_spec
 
 EnvFactory = Callable[..., EnvBase]
@@ -71,11 +76,7 @@ def clone_entries(
     """
     if entries is None:
         return buf.clone()
-    return TensorDict._new_unsafe(
-        {key: value.clone() for key, value in entries},
-        batch_size=buf.batch_size,
-        device=buf.device,
-    )
+    return new_unchecked({key: value.clone() for key, value in entries}, buf.batch_size, buf.device)
 
 
 def _last(key: NestedKey) -> str:

@@ -17,7 +17,7 @@ import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase, EnvMetaData
-from rl_envs_core.extension import get_entry, key_layout, next_of
+from rl_envs_core.extension import get_entry, key_layout, new_unchecked, next_of
 
 Pairs = list[tuple[NestedKey, torch.Tensor]]
 
@@ -150,7 +150,7 @@ class EnvGroup:
         if src is None:
             td = td.copy()
         else:  # what copy() returns; the entries were validated when the buffers were built
-            td = TensorDict._new_unsafe(dict(src), batch_size=td.batch_size, device=td.device)
+            td = new_unchecked(dict(src), td.batch_size, td.device)
         if partial:
             td.set("_step", self.masks[j].get("_step"))
         return td
@@ -304,7 +304,8 @@ class EnvGroup:
 def flat_entries(td: TensorDictBase) -> list[tuple[str, torch.Tensor]] | None:
     """``td``'s entries, listed once, when they are all plain tensors (``None`` otherwise)."""
     entries = list(td.items())
-    if td._maybe_names() is None and all(type(v) is torch.Tensor for _, v in entries):
+    unnamed = all(name is None for name in td.names)
+    if unnamed and all(type(v) is torch.Tensor for _, v in entries):
         return entries
     return None
 

@@ -16,7 +16,7 @@ from torch import nn
 from rl_envs_core import _check, _partial, _rollout, _spec_views, _validation
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
 from rl_envs_core._step_mdp import advance, as_tuple
-from rl_envs_core._td import get_entry, set_child, set_entry
+from rl_envs_core._td import entries, get_entry, set_child, set_entry
 from rl_envs_core._transform_hook import make_transformed_env
 from rl_specs import Categorical, Composite, TensorSpec, Unbounded
 
@@ -297,7 +297,7 @@ class EnvBase(nn.Module):
         filled: list[NestedKey] = []
         if type(out) is TensorDict:
             # the common case: every done entry is a top-level name already there
-            present = out._tensordict
+            present = entries(out)
             for key in self._key_cache()["done_keys"]:
                 if type(key) is not str or key not in present:
                     break

@@ -14,7 +14,8 @@ rl-envs-core beyond ``rl_envs_core.__all__``:
   per spec assignment);
 - **fast entry access** for per-step code on plain ``TensorDict`` s:
   :func:`entries`, :func:`get_entry`, :func:`set_entry`, :func:`set_child`,
-  :func:`any_true`;
+  :func:`new_unchecked`, :func:`any_true` (rl-envs-core's ``_td`` module is the one
+  place tensordict's private API is used; siblings use these instead);
 - **auto-reset**: :class:`CarryOverAutoReset`, the one engine behind
   ``EnvBase(auto_reset=True)`` and rl-transforms' ``AutoResetTransform``, and the
   :class:`AutoResetHandler` protocol;
@@ -41,7 +42,7 @@ from tensordict import NestedKey, TensorDictBase
 
 from rl_envs_core._auto_reset import AutoResetHandler, CarryOverAutoReset
 from rl_envs_core._spec_views import done_dual, install_stacked_specs
-from rl_envs_core._td import any_true, entries, get_entry, set_child, set_entry
+from rl_envs_core._td import any_true, entries, get_entry, new_unchecked, set_child, set_entry
 from rl_envs_core._transform_hook import register_transformed_env_factory
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ __all__ = [
     "get_entry",
     "install_stacked_specs",
     "key_layout",
+    "new_unchecked",
     "next_of",
     "register_transformed_env_factory",
     "set_child",
