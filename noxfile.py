@@ -12,6 +12,7 @@ allow and on the newest release.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tomllib
 from pathlib import Path
@@ -196,10 +197,34 @@ def tensordict_oldest(session: nox.Session) -> None:
     _tensordict_session(session, f"tensordict=={_tensordict_floor()}")
 
 
+def _locked_version(name: str) -> str | None:
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    return next((p["version"] for p in lock["package"] if p["name"] == name), None)
+
+
+def _newest_release(name: str) -> str | None:
+    """The newest release on the configured index (``None`` when it cannot be asked)."""
+    out = subprocess.run(
+        ["python3", "-m", "pip", "index", "versions", name],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    match = re.search(rf"^{name} \(([^)]+)\)", out.stdout, re.MULTILINE)
+    return match.group(1) if match else None
+
+
 @nox.session(name="tensordict-newest")
 def tensordict_newest(session: nox.Session) -> None:
-    """The tensordict-facing tests on the newest tensordict release (not the locked one)."""
-    _tensordict_session(session, "tensordict")
+    """The tensordict-facing tests on the newest tensordict release.
+
+    Skipped (in seconds) while the newest release is the locked one, which the
+    ``unit`` sessions already test.
+    """
+    newest = _newest_release("tensordict")
+    if newest is not None and newest == _locked_version("tensordict"):
+        session.skip(f"tensordict {newest} is the newest release and the locked one")
+    _tensordict_session(session, "tensordict" if newest is None else f"tensordict=={newest}")
 
 
 @nox.session
