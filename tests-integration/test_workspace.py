@@ -7,6 +7,7 @@ import importlib
 import re
 import shutil
 import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -225,3 +226,73 @@ def test_tensordict_private_api_lives_in_one_module_per_distribution():
         "use tensordict's private API only in the distribution's _td.py, with a comment "
         f"saying why the public API does not serve: {outside}"
     )
+
+
+def _runtime_imports(tree: ast.AST) -> list[ast.Import | ast.ImportFrom]:
+    """Every import of ``tree`` that runs (those under ``if TYPE_CHECKING:`` do not)."""
+    typing_only = set()
+    for node in ast.walk(tree):
+        test = getattr(node, "test", None)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(test):
+            typing_only.update(id(n) for sub in node.body for n in ast.walk(sub))
+    return [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in typing_only
+    ]
+
+
+def _module_graph(dist: str) -> dict[str, set[str]]:
+    """module -> the modules of the same distribution it imports at run time."""
+    src = PACKAGES / dist / "src"
+    paths = {}
+    for path in src.rglob("*.py"):
+        parts = list(path.relative_to(src).with_suffix("").parts)
+        paths[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph = {}
+    for name, path in paths.items():
+        package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+        edges = set()
+        for node in _runtime_imports(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in paths)
+                continue
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            subs = [f"{module}.{a.name}" for a in node.names]
+            edges.update(s for s in subs if s in paths)
+            if module in paths and any(s not in paths for s in subs):
+                edges.add(module)  # names of the module itself (not submodules)
+        graph[name] = edges - {name}
+    return graph
+
+
+@pytest.mark.parametrize("dist", DISTS)
+def test_no_import_cycle_inside_a_distribution(dist):
+    graph, done = _module_graph(dist), set()
+
+    def visit(module: str, path: tuple[str, ...]) -> None:
+        assert module not in path, f"import cycle: {' -> '.join((*path, module))}"
+        if module not in done:
+            for dep in sorted(graph[module]):
+                visit(dep, (*path, module))
+            done.add(module)
+
+    for module in sorted(graph):
+        visit(module, ())
+
+
+def test_the_cycle_check_sees_a_cycle(tmp_path, monkeypatch):
+    src = tmp_path / "packages" / "rl-probe" / "src" / "rl_probe"
+    src.mkdir(parents=True)
+    (src / "__init__.py").write_text("")
+    (src / "_a.py").write_text("from rl_probe import _b\n")
+    (src / "_b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rl_probe import _c\n"
+        "def f():\n    from . import _a\n"
+    )
+    (src / "_c.py").write_text("from rl_probe._b import f\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGES", tmp_path / "packages")
+    graph = _module_graph("rl-probe")
+    assert graph["rl_probe._a"] == {"rl_probe._b"} and graph["rl_probe._b"] == {"rl_probe._a"}
+    assert graph["rl_probe._c"] == {"rl_probe._b"}

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from tensordict import NestedKey, TensorDictBase
 
+from rl_envs_core import _done
 from rl_envs_core._auto_reset import AutoResetHandler, CarryOverAutoReset
 from rl_envs_core._spec_views import done_dual, install_stacked_specs
 from rl_envs_core._td import any_true, entries, get_entry, new_unchecked, set_child, set_entry
@@ -123,7 +124,7 @@ def complete_done(
         >>> td["done"]
         tensor([True])
     """
-    return env._complete_done(tensordict, fill_zeros=fill_zeros)
+    return _done.complete_done(env, tensordict, fill_zeros=fill_zeros)
 
 
 def advance_root(env: EnvBase, tensordict: TensorDictBase) -> TensorDictBase:

@@ -18,7 +18,8 @@ from tensordict import TensorDictBase
 from rl_envs_core import EnvBase
 from rl_envs_core.extension import CarryOverAutoReset
 from rl_specs import Composite
-from rl_transforms._base import Compose, Transform
+from rl_transforms._base import Transform
+from rl_transforms._compose import Compose
 from rl_transforms._env import TransformedEnv
 
 #: what the transform reads before it knows its env's specs
