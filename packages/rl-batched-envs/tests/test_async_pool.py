@@ -248,8 +248,9 @@ class TestAsyncEnvPoolNeverHangs:
         start = time.monotonic()
         with pytest.raises(TimeoutError, match=r"envs \[1\] did not finish 'step' within 0.5"):
             env.step(td)
+        assert time.monotonic() - start < 1.5  # not another timeout spent shutting down
         env.close()
-        assert time.monotonic() - start < 2.5
+        assert time.monotonic() - start < 2.0
         assert env.is_closed
         with pytest.raises(RuntimeError, match="shut down after a TimeoutError"):
             env.reset()

@@ -184,8 +184,9 @@ class AsyncEnvPool(EnvBase):
         """Abstract backend hook, implemented by each subclass."""
         raise NotImplementedError(f"{type(self).__name__} must implement _call_env().")
 
-    def _shutdown(self) -> None:
-        """Abstract backend hook, implemented by each subclass."""
+    def _shutdown(self, wait: bool = True) -> None:
+        """Abstract backend hook, implemented by each subclass (``wait``: for running
+        commands, up to ``timeout``)."""
         raise NotImplementedError(f"{type(self).__name__} must implement _shutdown().")
 
     # ------------------------------------------------------------------ helpers
@@ -235,7 +236,7 @@ class AsyncEnvPool(EnvBase):
         """A sub-env hung or its worker died: shut the pool down, remember why."""
         self.__dict__["_broken"] = type(err).__name__
         self._busy.clear()
-        self._shutdown()
+        self._shutdown(wait=False)
         self.__dict__["is_closed"] = True
 
     def _send(self, kind: str, tensordict: TensorDictBase | None, indices: list[int]) -> None:
@@ -473,16 +474,19 @@ class ThreadingAsyncEnvPool(AsyncEnvPool):
     def _call_env(self, index: int, name: str, *args: Any) -> Any:  # Any: method I/O
         return getattr(self._envs[index], name)(*args)
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, wait: bool = True) -> None:
         threads = self.__dict__.get("_threads")
         if not threads:
             return
         self.__dict__["_threads"] = None
+        running = {i for i, future in self._futures.items() if not future.done()}
         for thread in threads:
             thread.stop()
         timeout = self._timeout
         deadline = None if timeout is None else time.monotonic() + timeout
-        for env, thread in zip(self._envs, threads):
+        for i, (env, thread) in enumerate(zip(self._envs, threads)):
+            if i in running and not wait:
+                continue  # stuck (the pool timed out on it): abandoned, a daemon thread
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             thread.thread.join(left)
             if not thread.thread.is_alive():  # a stuck env is still in use: left as is
@@ -531,7 +535,7 @@ class ProcessorAsyncEnvPool(AsyncEnvPool):
     def _call_env(self, index: int, name: str, *args: Any) -> Any:  # Any: method I/O
         return self._pool.call_each([index], "call", [(name, args, {})])[0][0]
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, wait: bool = True) -> None:
         pool = self.__dict__.get("_pool")
         if pool is not None:
             pool.close()
