@@ -29,14 +29,17 @@ def complete_done(env: EnvBase, out: TensorDictBase, *, fill_zeros: bool) -> lis
     zero-filled dual): they need no "done right after a reset" check.
     """
     filled: list[NestedKey] = []
+    names = (env.__dict__["_cache"] or env._key_cache())["done_names"]
     if type(out) is TensorDict:
-        # the common case: every done entry is a top-level name already there
+        # the common case (one check per step): every done entry is a top-level name
+        # already there
         present = entries(out)
-        for key in env._key_cache()["done_keys"]:
-            if type(key) is not str or key not in present:
-                break
-        else:
-            return filled
+        if names is not None:
+            for name in names:
+                if name not in present:
+                    break
+            else:
+                return filled
     else:
         present = out.keys()
     extra = out.batch_size[: out.batch_dims - len(env.batch_size)]

@@ -329,6 +329,8 @@ class GymLikeEnv(EnvBase):
         each result normalised by ``_output_transform``."""
         step, normalise = self._env.step, self._output_transform
         obs, reward, terminated, truncated, done, info = normalise(step(action))
+        if self.wrapper_frame_skip == 1:
+            return obs, reward, terminated, truncated, done, info
         for _ in range(self.wrapper_frame_skip - 1):
             if _episode_ended(terminated, truncated, done):
                 break
