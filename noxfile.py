@@ -4,12 +4,15 @@
 distribution, each in a fresh virtualenv holding only that distribution and its
 declared dependencies, then ``extras``, ``integration``, ``docs`` and ``lint``.
 ``nox -s bench`` runs the side-by-side benchmarks (it builds a peer venv with
-TorchRL first).
+TorchRL first). ``tensordict-oldest`` / ``tensordict-newest`` run the tests of the
+code that touches tensordict's internals on the oldest tensordict the pyprojects
+allow and on the newest release.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tomllib
 from pathlib import Path
@@ -21,7 +24,15 @@ PACKAGES = ROOT / "packages"
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_existing_virtualenvs = False
-nox.options.sessions = ["unit", "extras", "integration", "docs", "lint"]
+nox.options.sessions = [
+    "unit",
+    "extras",
+    "integration",
+    "tensordict-oldest",
+    "tensordict-newest",
+    "docs",
+    "lint",
+]
 
 # The torch release CI tests against. `RL_STACK_TORCH="torch>=2.5"` tests another one.
 TORCH = os.environ.get("RL_STACK_TORCH", "torch==2.13.0")
@@ -103,10 +114,16 @@ def _locked_constraints(session: nox.Session) -> str:
     return str(path)
 
 
-def _install(session: nox.Session, *requirements: str) -> None:
+def _install(session: nox.Session, *requirements: str, unlocked: str | None = None) -> None:
+    """Install with the locked versions (but for the ``unlocked`` distribution)."""
     links = _find_links()
     env = {"UV_FIND_LINKS": links} if links else {}
-    session.install("-c", _locked_constraints(session), TORCH, *requirements, env=env)
+    constraints = _locked_constraints(session)
+    if unlocked is not None:
+        path = Path(constraints)
+        lines = path.read_text().splitlines()
+        path.write_text("\n".join(x for x in lines if not x.startswith(f"{unlocked}==")) + "\n")
+    session.install("-c", constraints, TORCH, *requirements, env=env)
 
 
 def _module(dist: str) -> str:
@@ -142,6 +159,72 @@ def integration(session: nox.Session) -> None:
     # uv builds each distribution's wheel in the workspace tests
     _install(session, *FULL_STACK, *TEST_TOOLS, "uv>=0.13,<0.14")
     session.run("pytest", "tests-integration", *session.posargs)
+
+
+def _tensordict_floor() -> str:
+    """The lowest tensordict every pyproject accepts (their ``tensordict>=X`` bounds)."""
+    floors = []
+    for dist in MEMBERS:
+        for req in _pyproject(dist)["project"]["dependencies"]:
+            if req.replace(" ", "").startswith("tensordict>="):
+                floors.append(req.split(">=")[1].split(",")[0].strip())
+    return max(floors, key=lambda v: tuple(int(p) for p in v.split(".")))
+
+
+# The distributions whose own code touches tensordict's internals (their ``_td.py``)
+# or leans on its behaviour most, and the tests that exercise those paths: a short
+# run (a few minutes) that proves the supported tensordict range on every CI run.
+TENSORDICT_DISTS = ["rl-specs", "rl-envs-core", "rl-replay", "rl-batched-envs"]
+TENSORDICT_TESTS = [
+    "packages/rl-specs/tests/test_composite.py",
+    "packages/rl-envs-core/tests",
+    "packages/rl-replay/tests/test_storages.py",
+    "packages/rl-replay/tests/test_buffer.py",
+    "packages/rl-batched-envs/tests/test_fast_paths.py",
+]
+
+
+def _tensordict_session(session: nox.Session, requirement: str) -> None:
+    editable = [arg for dist in TENSORDICT_DISTS for arg in ("-e", f"packages/{dist}")]
+    _install(session, *editable, *TEST_TOOLS, requirement, unlocked="tensordict")
+    session.run("python", "-c", "import tensordict; print('tensordict', tensordict.__version__)")
+    session.run("pytest", "-p", "no:cacheprovider", *TENSORDICT_TESTS, *session.posargs)
+
+
+@nox.session(name="tensordict-oldest")
+def tensordict_oldest(session: nox.Session) -> None:
+    """The tensordict-facing tests on the oldest tensordict the pyprojects allow."""
+    _tensordict_session(session, f"tensordict=={_tensordict_floor()}")
+
+
+def _locked_version(name: str) -> str | None:
+    lock = tomllib.loads((ROOT / "uv.lock").read_text())
+    return next((p["version"] for p in lock["package"] if p["name"] == name), None)
+
+
+def _newest_release(name: str) -> str | None:
+    """The newest release on the configured index (``None`` when it cannot be asked)."""
+    out = subprocess.run(
+        ["python3", "-m", "pip", "index", "versions", name],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    match = re.search(rf"^{name} \(([^)]+)\)", out.stdout, re.MULTILINE)
+    return match.group(1) if match else None
+
+
+@nox.session(name="tensordict-newest")
+def tensordict_newest(session: nox.Session) -> None:
+    """The tensordict-facing tests on the newest tensordict release.
+
+    Skipped (in seconds) while the newest release is the locked one, which the
+    ``unit`` sessions already test.
+    """
+    newest = _newest_release("tensordict")
+    if newest is not None and newest == _locked_version("tensordict"):
+        session.skip(f"tensordict {newest} is the newest release and the locked one")
+    _tensordict_session(session, "tensordict" if newest is None else f"tensordict=={newest}")
 
 
 @nox.session

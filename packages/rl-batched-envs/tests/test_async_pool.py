@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from functools import partial
 
 import pytest
@@ -9,6 +13,8 @@ import torch
 from tensordict import LazyStackedTensorDict
 
 from rl_batched_envs import AsyncEnvPool, ProcessorAsyncEnvPool, ThreadingAsyncEnvPool
+from rl_batched_envs._errors import WorkerDiedError
+from rl_batched_envs._worker import DEFAULT_TIMEOUT
 from rl_envs_core import PendulumEnv, check_env_specs
 from rl_envs_core.testing import CountingEnv
 from rl_specs import Composite, Unbounded
@@ -175,3 +181,118 @@ class TestAsyncEnvPool:
         env.close()
         with pytest.raises(ValueError, match="one dict per env maker"):
             AsyncEnvPool([CountingEnv], create_env_kwargs=[{}, {}])
+
+
+_RELEASE = threading.Event()
+
+
+class StuckEnv(CountingEnv):
+    """Steps only once ``_RELEASE`` is set (threading backend) or after ``delay`` s."""
+
+    def __init__(self, delay: float = 30.0, **kwargs):
+        super().__init__(**kwargs)
+        self.delay = delay
+
+    def _step(self, tensordict):
+        if threading.current_thread() is not threading.main_thread():
+            _RELEASE.wait(self.delay)
+        else:
+            time.sleep(self.delay)
+        return super()._step(tensordict)
+
+
+def _stuck_in_process(**kwargs):
+    env = StuckEnv(**kwargs)
+    env._step = lambda td: (time.sleep(env.delay), CountingEnv._step(env, td))[1]
+    return env
+
+
+class TestAsyncEnvPoolNeverHangs:
+    def test_default_timeout_is_parallel_envs(self, backend):
+        env = AsyncEnvPool([CountingEnv], backend=backend)
+        assert env.timeout == DEFAULT_TIMEOUT == 120.0
+        env.close()
+
+    @pytest.mark.parametrize("timeout", [0, -1.0])
+    def test_bad_timeout_raises(self, timeout):
+        with pytest.raises(ValueError, match="timeout must be a positive"):
+            AsyncEnvPool([CountingEnv], timeout=timeout)
+
+    def test_sub_env_error_leaves_the_pool_usable(self, backend):
+        env = AsyncEnvPool([CountingEnv, BrokenEnv], backend=backend, timeout=10.0)
+        td = env.rand_action(env.reset())
+        with pytest.raises(ArithmeticError, match="broken step"):
+            env.step(td)
+        # every sub-env answered: reset works and the healthy env steps again
+        out = env.reset()
+        assert out["observation"].squeeze(-1).tolist() == [0.0, 0.0]
+        env.async_step_send(env.rand_action(out)[0], env_index=0)
+        assert env.async_step_recv()["next", "observation"].tolist() == [[1.0]]
+        env.close()
+
+    def test_async_error_then_reset_of_that_env(self, backend):
+        env = AsyncEnvPool([CountingEnv, BrokenEnv], backend=backend, timeout=10.0)
+        td = env.rand_action(env.reset())
+        env.async_step_send(td[1], env_index=1)
+        with pytest.raises(ArithmeticError, match="broken step") as info:
+            env.async_step_recv()
+        assert "1" in "".join(info.value.__notes__)
+        env.async_reset_send(env_index=1)
+        assert env.async_reset_recv()["env_index"].tolist() == [1]
+        env.close()
+
+    def test_stuck_threading_env_times_out_and_close_returns(self):
+        _RELEASE.clear()
+        env = AsyncEnvPool([CountingEnv, StuckEnv], backend="threading", timeout=0.5)
+        td = env.rand_action(env.reset())
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"envs \[1\] did not finish 'step' within 0.5"):
+            env.step(td)
+        assert time.monotonic() - start < 1.5  # not another timeout spent shutting down
+        env.close()
+        assert time.monotonic() - start < 2.0
+        assert env.is_closed
+        with pytest.raises(RuntimeError, match="shut down after a TimeoutError"):
+            env.reset()
+        env.close()  # idempotent
+        _RELEASE.set()  # let the abandoned daemon thread end
+
+    def test_close_of_threading_pool_with_a_stuck_command_returns(self):
+        _RELEASE.clear()
+        env = AsyncEnvPool([StuckEnv], backend="threading", timeout=0.5)
+        env.async_step_send(env.rand_action(env.reset())[0], env_index=0)
+        start = time.monotonic()
+        env.close()
+        assert time.monotonic() - start < 1.5
+        _RELEASE.set()
+
+    def test_hung_worker_process_times_out_and_is_stopped(self):
+        env = AsyncEnvPool(
+            [CountingEnv, partial(_stuck_in_process, delay=30.0)],
+            backend="multiprocessing",
+            timeout=0.5,
+        )
+        td = env.rand_action(env.reset())
+        pids = env._pool.pids()
+        start = time.monotonic()
+        with pytest.raises(TimeoutError, match=r"workers \[1\] did not answer 'step' within 0.5"):
+            env.step(td)
+        assert time.monotonic() - start < 3.0
+        assert all(not os.path.exists(f"/proc/{pid}") for pid in pids)
+        with pytest.raises(RuntimeError, match="Build a new pool"):
+            env.async_reset_send()
+        env.close()
+
+    def test_killed_worker_raises_and_pool_stays_closable(self):
+        env = AsyncEnvPool([CountingEnv, CountingEnv], backend="multiprocessing", timeout=10.0)
+        td = env.rand_action(env.reset())
+        os.kill(env._pool.pids()[1], signal.SIGKILL)
+        time.sleep(0.1)
+        start = time.monotonic()
+        with pytest.raises(WorkerDiedError, match="worker 1 was killed by signal SIGKILL"):
+            env.step(td)
+        assert time.monotonic() - start < 3.0
+        with pytest.raises(RuntimeError, match="shut down after a WorkerDiedError"):
+            env.reset()
+        env.close()
+        assert env.is_closed

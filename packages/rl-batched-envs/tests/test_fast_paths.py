@@ -67,8 +67,9 @@ class NestedActionEnv(CountingEnv):
 
 
 def _rollout(env, steps=7, general=False):
-    if general:  # every output through the per-env copies
-        env._groups[0].all_direct = False
+    if general:  # every output through the per-env copies: no output has a stackable shape
+        group = env._groups[0]
+        group.next_shapes = [None] * len(group.next_shapes)
     env.set_seed(0)
     torch.manual_seed(0)
     td, seen = env.reset(), []
@@ -118,18 +119,19 @@ def test_unstackable_output_falls_back_to_copies():
 
 def test_bad_shape_is_raised_before_the_next_env_steps():
     env = SerialEnv(3, BadShapeAtEnv, [{}, {"bad": True}, {}])
-    with pytest.raises(ValueError, match=r"env 1.*'observation'.*\(3,\).*\(1,\)"):
+    # the sub-env's own first-step check names the key and shapes; the note, the env
+    with pytest.raises(ValueError, match=r"'observation'.*\(3,\).*\(1,\)(.|\n)*env 1"):
         env.rand_step(env.reset())
     assert env.count == [torch.ones(1), torch.ones(1), torch.zeros(1)]
     env.close()
 
 
-def test_direct_input_is_a_fresh_tensordict_over_the_buffer():
+def test_step_input_is_a_fresh_tensordict_over_the_buffer():
     for factory in (CountingEnv, NestedActionEnv):
         env = SerialEnv(2, factory)
         group = env._groups[0]
         view = group.in_td[1]
-        fresh = group._direct_input(1)
+        fresh = group._input(1, False)
         assert fresh is not view
         assert sorted(fresh.keys(True, True)) == sorted(view.keys(True, True))
         assert fresh.batch_size == view.batch_size and fresh.device == view.device
@@ -180,3 +182,23 @@ def test_default_layout_fills_the_cpus_and_keeps_the_data(monkeypatch, seeded_en
         ref.set_seed(3)
         torch.manual_seed(0)
         assert_close_nan(data, ref.rollout(4, break_when_any_done=False))
+
+
+@pytest.mark.parametrize("use_buffers", [True, False])
+@pytest.mark.parametrize("step_mask", [None, [True, False]])
+def test_sub_env_step_equals_envbase_step(use_buffers, step_mask):
+    # one step path: a sub-env's "next" is what EnvBase.step gives, done completion
+    # ("done" from "terminated") and partial steps included, buffers or not
+    batched = SerialEnv(2, partial(TerminatedOnlyEnv, max_steps=2), use_buffers=use_buffers)
+    single = TerminatedOnlyEnv(max_steps=2)
+    td, ref = batched.reset(), single.reset()
+    for _ in range(2):
+        td = batched.rand_action(td)
+        ref.set("action", td.get("action")[0].clone())
+        if step_mask is not None:
+            td.set("_step", torch.tensor(step_mask))
+        got, want = batched.step(td)["next"][0], single.step(ref)["next"]
+        assert sorted(got.keys()) == sorted(want.keys())
+        assert_close_nan(got, want)
+        td, ref = td.get("next").clone(), want.clone()
+    batched.close()

@@ -32,16 +32,22 @@ class LegacyEnv:
 
 
 class TestCompat:
-    def test_step_result_legacy(self):
-        assert _compat.step_result(("o", 1.0, True, {})) == ("o", 1.0, True, False, {})
+    def test_legacy_step_is_normalised_once_by_the_template(self):
+        from rl_env_adapters import GymWrapper
 
-    def test_step_result_bad_length(self):
+        env = GymWrapper(LegacyEnv())
+        assert env._output_transform(("o", 1.0, True, {})) == ("o", 1.0, None, None, True, {})
+        assert env._reset_output_transform("obs") == ("obs", {})
+        assert env._reset_output_transform(("obs", {"a": 1})) == ("obs", {"a": 1})
+
+    def test_step_result_of_bad_length_raises(self):
+        from rl_env_adapters import GymWrapper
+
+        env = GymWrapper(LegacyEnv())
+        env.reset()
+        env._env.step = lambda action: (1, 2, 3)
         with pytest.raises(ValueError, match="got 3"):
-            _compat.step_result((1, 2, 3))
-
-    def test_reset_result(self):
-        assert _compat.reset_result("obs") == ("obs", {})
-        assert _compat.reset_result(("obs", {"a": 1})) == ("obs", {"a": 1})
+            env.rand_step()
 
     def test_seed_falls_back_to_seed_method(self):
         env = LegacyEnv()

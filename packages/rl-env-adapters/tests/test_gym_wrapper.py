@@ -213,8 +213,8 @@ class TestOutputFastPath:
             return GymWrapper(_vector(toy_env_id, AutoresetMode.DISABLED, num_envs, max_steps=4))
 
         fast, slow = make(), make()
-        slow._build_output.trusted = False  # forces TensorDict(...)
-        assert fast._build_output.trusted
+        slow._output_builder.trusted = False  # forces TensorDict(...)
+        assert fast._output_builder.trusted
         runs = []
         for env in (fast, slow):
             env.set_seed(0)
@@ -235,12 +235,12 @@ class TestOutputFastPath:
                 return f"act{int(action)}", 0.0, False, False, {}
 
         env = GymWrapper(Words(), categorical_action_encoding=True)
-        assert not env._build_output.trusted
+        assert not env._output_builder.trusted
         data = env.step(env.reset().set("action", torch.tensor(1)))
         assert data["next", "observation"] == "act1"
 
     def test_moved_env_takes_the_checked_path(self, toy_env_id):
         env = GymWrapper(gym.make(toy_env_id), device="cpu")
         env.to("cpu")
-        assert env._device is not env._build_output.device
+        assert env._device is not env._output_builder.device
         assert env.rand_step(env.reset())["next", "observation"].device.type == "cpu"

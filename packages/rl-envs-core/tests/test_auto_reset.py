@@ -8,11 +8,9 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from rl_envs_core import _auto_reset
-from rl_envs_core.hooks import (
+from rl_envs_core.extension import (
     AutoResetHandler,
     CarryOverAutoReset,
-    register_auto_reset_handler,
 )
 from rl_envs_core.testing import CountingEnv
 
@@ -98,23 +96,3 @@ class TestCarryOverAutoReset:
     def test_auto_reset_handler_property(self):
         assert isinstance(CountingEnv(auto_reset=True).auto_reset_handler, AutoResetHandler)
         assert CountingEnv().auto_reset_handler is None
-
-
-class TestRegisterAutoResetHandler:
-    def test_registered_factory_builds_the_handler(self, monkeypatch):
-        monkeypatch.setattr(_auto_reset, "_FACTORIES", [])
-        built = []
-
-        def factory(*, replace):
-            built.append(replace)
-            return CarryOverAutoReset(replace=replace, fill_float=-5.0)
-
-        register_auto_reset_handler(factory)
-        env = AutoResettingCountingEnv(max_steps=1, auto_reset=True, auto_reset_replace=True)
-        data = env.rollout(2, break_when_any_done=False)
-        assert built == [True]
-        assert data["next", "observation"].squeeze(-1).tolist() == [-5.0, -5.0]
-
-    def test_non_callable_raises(self):
-        with pytest.raises(TypeError, match="expected a callable"):
-            register_auto_reset_handler(3)

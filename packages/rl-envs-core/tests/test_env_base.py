@@ -10,7 +10,7 @@ import torch
 from tensordict import TensorDict
 
 from rl_envs_core import EnvBase, _transform_hook, _validation
-from rl_envs_core.hooks import register_transformed_env_factory
+from rl_envs_core.extension import register_transformed_env_factory
 from rl_envs_core.testing import CountingEnv
 from rl_specs import Bounded, Categorical, Composite, OneHot, Unbounded
 

@@ -9,8 +9,8 @@ import torch
 from tensordict import TensorDict
 
 from rl_envs_core import check_env_specs
+from rl_envs_core.extension import CarryOverAutoReset
 from rl_transforms import AutoResetEnv, AutoResetTransform, Compose, StepCounter, TransformedEnv
-from rl_transforms._auto_reset import TransformAutoResetHandler
 
 
 class TestAutoResetTransform:
@@ -37,6 +37,21 @@ class TestAutoResetTransform:
             TensorDict({"observation": torch.tensor([5.0]), "done": torch.tensor([True])}),
         )
         assert out["observation"].item() == 5.0 and t.saved is not None
+
+    def test_nested_done_level_masks_only_its_own_entries(self):
+        t = AutoResetTransform()
+        t._lazy["done_levels"] = {(): ["done"], ("agent",): [("agent", "done")]}
+        t._lazy["skipped"] = ["done", ("agent", "done")]
+        nxt = TensorDict(
+            {
+                "observation": torch.tensor([1.0]),
+                "done": torch.tensor([False]),
+                "agent": {"obs": torch.tensor([2.0]), "done": torch.tensor([True])},
+            },
+            [],
+        )
+        out = t._step(TensorDict(), nxt)
+        assert out["observation"].item() == 1.0 and math.isnan(out["agent", "obs"].item())
 
     def test_forward_raises(self):
         with pytest.raises(RuntimeError, match=r"AutoResetTransform handles the resets"):
@@ -74,9 +89,10 @@ class TestAutoResetEnv:
 
 
 class TestEnvBaseAutoReset:
-    def test_env_base_auto_reset_uses_the_transform_handler(self, self_resetting_env):
+    def test_env_base_auto_reset_and_the_transform_share_one_engine(self, self_resetting_env):
         base = self_resetting_env(max_steps=3, auto_reset=True)
-        assert isinstance(base.auto_reset_handler, TransformAutoResetHandler)
+        assert type(base.auto_reset_handler) is CarryOverAutoReset
+        assert type(AutoResetTransform()._carry) is CarryOverAutoReset
         data = base.rollout(7, break_when_any_done=False)
         nxt = data["next", "observation"].squeeze(-1)
         assert math.isnan(nxt[2].item()) and nxt[3].item() == 1.0

@@ -6,8 +6,8 @@ import pytest
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict
 
-from rl_envs_core.td_fast import get_entry as read
-from rl_envs_core.td_fast import set_entry as write
+from rl_envs_core.extension import get_entry as read
+from rl_envs_core.extension import set_entry as write
 from rl_transforms import CatFrames, Compose, ObservationNorm, RewardSum, StepCounter
 
 

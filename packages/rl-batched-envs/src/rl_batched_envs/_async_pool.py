@@ -9,8 +9,11 @@ synchronous ``reset``/``step`` send to every (selected) sub-env and wait for all
 from __future__ import annotations
 
 import pickle
+import queue
+import threading
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from typing import Any
 
 import torch
@@ -19,14 +22,15 @@ from tensordict import LazyStackedTensorDict, TensorDictBase
 from rl_batched_envs._batched import (
     active_envs,
     check_sub_batch,
-    install_specs,
     reset_targets,
     stack_specs,
 )
 from rl_batched_envs._env_group import build_envs
+from rl_batched_envs._errors import WorkerDiedError
 from rl_batched_envs._pickling import dumps
-from rl_batched_envs._worker import CALL, WorkerPool, default_start_method
+from rl_batched_envs._worker import CALL, DEFAULT_TIMEOUT, WorkerPool, default_start_method
 from rl_envs_core import EnvBase, EnvMetaData
+from rl_envs_core.extension import install_stacked_specs
 
 _STACKS = ("dense", "maybe_dense", "lazy")
 _KINDS = {"step": "step_full", "reset": "reset"}
@@ -45,6 +49,15 @@ class AsyncEnvPool(EnvBase):
     tensordict, or the ``env_index`` argument); results carry it. One command at
     a time per sub-env: receive a result before sending it another.
 
+    Failures: an exception raised by a sub-env is re-raised by the call that
+    collects it (``*_recv``, ``reset``, ``step``) with the env index in a note; the
+    sub-envs that answered in the same call are idle again, so the pool stays
+    usable (``reset()`` works). A sub-env silent for ``timeout`` seconds raises
+    ``TimeoutError``, and a dead worker process raises
+    :class:`~rl_batched_envs.WorkerDiedError`; the pool is then shut down
+    (``close()`` still works; a stuck thread is left behind as a daemon thread) and
+    any other call raises a ``RuntimeError`` saying to build a new pool.
+
     Args:
         env_makers (callable or list of callables): one factory per sub-env (a
             single callable makes one sub-env). Sub-envs may have different specs.
@@ -58,6 +71,9 @@ class AsyncEnvPool(EnvBase):
             match). Defaults to ``"dense"``.
         create_env_kwargs (dict or list of dicts, optional): kwargs of the
             factories. Defaults to ``None``.
+        timeout (float, optional): seconds to wait for a sub-env's answer (and, in
+            ``close()``, for running commands to end); ``None`` waits forever.
+            Defaults to ``120.0``, as :class:`ParallelEnv`.
 
     Raises:
         ValueError: an unknown ``backend`` or ``stack``, ``stack="dense"`` with
@@ -94,7 +110,13 @@ class AsyncEnvPool(EnvBase):
         backend: str = "threading",
         stack: str = "dense",
         create_env_kwargs: dict | Sequence[dict] | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
     ) -> None:
+        if timeout is not None and not timeout > 0:
+            raise ValueError(
+                f"AsyncEnvPool timeout must be a positive number of seconds or None, got "
+                f"{timeout!r}."
+            )
         if stack not in _STACKS:
             raise ValueError(f"AsyncEnvPool stack must be one of {_STACKS}, got {stack!r}.")
         makers = list(env_makers) if isinstance(env_makers, Sequence) else [env_makers]
@@ -110,6 +132,8 @@ class AsyncEnvPool(EnvBase):
                 )
         self.__dict__["_busy"] = {}
         self.__dict__["_input_keys"] = None
+        self.__dict__["_timeout"] = timeout
+        self.__dict__["_broken"] = None
         metas = self._launch(makers, kwargs)
         try:
             self._setup(metas, backend, stack)
@@ -129,7 +153,7 @@ class AsyncEnvPool(EnvBase):
         self.backend = backend
         self.stack = stack
         self.__dict__["_lazy"] = stack == "lazy" or lazy
-        install_specs(self, specs, lazy)
+        install_stacked_specs(self, specs, lazy=lazy)
         self.__dict__["_last_next"] = [m.tensordict.get("next") for m in metas]
         self.__dict__["_last_root"] = [m.tensordict.exclude("next") for m in metas]
 
@@ -137,6 +161,11 @@ class AsyncEnvPool(EnvBase):
     def num_envs(self) -> int:
         """The number of sub-envs."""
         return self.batch_size[0]
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds to wait for a sub-env's answer (``None``: forever)."""
+        return self._timeout
 
     # ------------------------------------------------------------------ backend hooks
     def _launch(self, makers: list, kwargs: list[dict]) -> list[EnvMetaData]:
@@ -155,8 +184,9 @@ class AsyncEnvPool(EnvBase):
         """Abstract backend hook, implemented by each subclass."""
         raise NotImplementedError(f"{type(self).__name__} must implement _call_env().")
 
-    def _shutdown(self) -> None:
-        """Abstract backend hook, implemented by each subclass."""
+    def _shutdown(self, wait: bool = True) -> None:
+        """Abstract backend hook, implemented by each subclass (``wait``: for running
+        commands, up to ``timeout``)."""
         raise NotImplementedError(f"{type(self).__name__} must implement _shutdown().")
 
     # ------------------------------------------------------------------ helpers
@@ -194,7 +224,23 @@ class AsyncEnvPool(EnvBase):
             return [tensordict[k] for k in range(count)]
         return [tensordict]
 
+    def _check_usable(self) -> None:
+        broken = self._broken
+        if broken is not None:
+            raise RuntimeError(
+                f"{type(self).__name__} was shut down after a {broken} (raised earlier); "
+                f"its sub-envs are gone. Build a new pool (close() on this one is still safe)."
+            )
+
+    def _fail(self, err: BaseException) -> None:
+        """A sub-env hung or its worker died: shut the pool down, remember why."""
+        self.__dict__["_broken"] = type(err).__name__
+        self._busy.clear()
+        self._shutdown(wait=False)
+        self.__dict__["is_closed"] = True
+
     def _send(self, kind: str, tensordict: TensorDictBase | None, indices: list[int]) -> None:
+        self._check_usable()
         busy = self._busy
         for i, td in zip(indices, self._rows(tensordict, len(indices))):
             if i in busy:
@@ -203,7 +249,11 @@ class AsyncEnvPool(EnvBase):
                     f"async_{busy[i]}_recv() before sending it another command."
                 )
             busy[i] = kind
-            self._submit(kind, i, td)
+            try:
+                self._submit(kind, i, td)
+            except (TimeoutError, WorkerDiedError) as err:
+                self._fail(err)
+                raise
 
     def _recv(self, kind: str, min_get: int) -> list[tuple[int, TensorDictBase]]:
         pending = [i for i, k in self._busy.items() if k == kind]
@@ -213,9 +263,23 @@ class AsyncEnvPool(EnvBase):
                 f"{len(pending)} {kind}(s) are running. Send them first with "
                 f"async_{kind}_send()."
             )
-        results = self._collect(pending, kind, min_get)
-        for i in results:
-            del self._busy[i]
+        self._check_usable()
+        try:
+            results = self._collect(pending, kind, min_get)
+        except (TimeoutError, WorkerDiedError) as err:
+            self._fail(err)
+            raise
+        busy, error = self._busy, None
+        for i, res in sorted(results.items()):
+            del busy[i]  # answered, even with an error: the sub-env is idle again
+            if isinstance(res, BaseException) and error is None:
+                error = res
+        if error is not None:
+            del results
+            try:
+                raise error
+            finally:  # no frame -> error -> traceback -> frame cycle keeps the pool alive
+                del error
         return sorted(results.items())
 
     def _stack_out(self, tds: list[TensorDictBase]) -> TensorDictBase:
@@ -286,12 +350,23 @@ class AsyncEnvPool(EnvBase):
 
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
         """Seed the sub-envs in turn, each with the seed the previous one returned."""
-        for i in range(self.num_envs):
-            seed = self._call_env(i, "set_seed", seed, static_seed)
+        self._check_usable()
+        try:
+            for i in range(self.num_envs):
+                seed = self._call_env(i, "set_seed", seed, static_seed)
+        except (TimeoutError, WorkerDiedError) as err:
+            self._fail(err)
+            raise
         return seed
 
     def close(self) -> None:
-        """Stop the threads or processes and close the sub-envs."""
+        """Stop the threads or processes and close the sub-envs.
+
+        Returns within ``timeout`` even when a sub-env is stuck in a command (its
+        thread or process is abandoned; a thread cannot be killed and stays as a
+        daemon thread). Safe to call more than once.
+        """
+        self._busy.clear()
         self._shutdown()
         self.__dict__["is_closed"] = True
 
@@ -302,12 +377,49 @@ def _select(tensordict: TensorDictBase, envs: list[int]) -> TensorDictBase:
     return LazyStackedTensorDict.lazy_stack([tensordict[i] for i in envs], 0)
 
 
+class _EnvThread:
+    """One daemon thread running the commands of one sub-env, in order.
+
+    A daemon thread (not a ``ThreadPoolExecutor`` one, which the interpreter joins at
+    exit) so that a sub-env stuck forever blocks neither ``close()`` nor exit.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            fn, args, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args)
+            except BaseException as exc:
+                future.set_exception(exc)
+            else:
+                future.set_result(result)
+
+    def submit(self, fn: Callable, *args: Any) -> Future:  # Any: the command's arguments
+        future: Future = Future()
+        self._queue.put((fn, args, future))
+        return future
+
+    def stop(self) -> None:
+        """Ask the thread to end after the command it runs (if any)."""
+        self._queue.put(None)
+
+
 class ThreadingAsyncEnvPool(AsyncEnvPool):
     """An implementation of *AsyncEnvPool* using threading for parallel execution of environments.
 
-    Each sub-env gets a thread of a thread pool executor; the envs are built in this
-    thread. Exceptions of a sub-env are re-raised by the ``*_recv`` call that
-    collects it, with the env index in a note. See :class:`AsyncEnvPool`.
+    Each sub-env gets its own (daemon) thread; the envs are built in this thread.
+    Exceptions of a sub-env are re-raised by the ``*_recv`` call that collects it,
+    with the env index in a note. See :class:`AsyncEnvPool`.
 
     Examples:
         >>> from rl_envs_core.testing import CountingEnv
@@ -321,47 +433,64 @@ class ThreadingAsyncEnvPool(AsyncEnvPool):
         envs = build_envs(makers, kwargs)
         state = self.__dict__
         state["_envs"] = envs
-        state["_executor"] = ThreadPoolExecutor(len(envs), thread_name_prefix="AsyncEnvPool")
+        state["_threads"] = [_EnvThread(f"AsyncEnvPool-{i}") for i in range(len(envs))]
         state["_futures"] = {}
         return [EnvMetaData.metadata_from_env(env) for env in envs]
 
     def _submit(self, kind: str, index: int, tensordict: TensorDictBase | None) -> None:
         env = self._envs[index]
         fn = env.step if kind == "step" else env.reset
-        self._futures[index] = self._executor.submit(fn, tensordict)
+        self._futures[index] = self._threads[index].submit(fn, tensordict)
 
     def _collect(self, indices: list[int], kind: str, min_get: int) -> dict[int, Any]:
         futures: dict[Future, int] = {self._futures[i]: i for i in indices}
         done = {f for f in futures if f.done()}
         pending = set(futures) - done
+        timeout = self._timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
         while len(done) < min_get:
-            newly, pending = wait(pending, return_when=FIRST_COMPLETED)
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            newly, pending = wait(pending, timeout=left, return_when=FIRST_COMPLETED)
+            if not newly:
+                stuck = sorted(futures[f] for f in pending)
+                raise TimeoutError(
+                    f"ThreadingAsyncEnvPool envs {stuck} did not finish {kind!r} within "
+                    f"{timeout} s; the pool was shut down. Raise the timeout (timeout=...) "
+                    f"if the envs are slow, or None to wait forever."
+                )
             done |= newly
-        results, error = {}, None
+        results: dict[int, Any] = {}
         for fut in done:
             i = futures[fut]
             del self._futures[i]
             exc = fut.exception()
-            if exc is not None and error is None:
+            if exc is not None:
                 exc.add_note(f"Raised by AsyncEnvPool env {i} while running {kind!r}.")
-                error = exc
-            results[i] = fut.result() if exc is None else None
-        if error is not None:
-            for i in results:
-                self._busy.pop(i, None)
-            raise error
+                results[i] = exc
+            else:
+                results[i] = fut.result()
         return results
 
     def _call_env(self, index: int, name: str, *args: Any) -> Any:  # Any: method I/O
         return getattr(self._envs[index], name)(*args)
 
-    def _shutdown(self) -> None:
-        executor = self.__dict__.get("_executor")
-        if executor is not None:
-            executor.shutdown(wait=True)
-            for env in self._envs:
+    def _shutdown(self, wait: bool = True) -> None:
+        threads = self.__dict__.get("_threads")
+        if not threads:
+            return
+        self.__dict__["_threads"] = None
+        running = {i for i, future in self._futures.items() if not future.done()}
+        for thread in threads:
+            thread.stop()
+        timeout = self._timeout
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for i, (env, thread) in enumerate(zip(self._envs, threads)):
+            if i in running and not wait:
+                continue  # stuck (the pool timed out on it): abandoned, a daemon thread
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            thread.thread.join(left)
+            if not thread.thread.is_alive():  # a stuck env is still in use: left as is
                 env.close()
-            self.__dict__["_executor"] = None
 
 
 class ProcessorAsyncEnvPool(AsyncEnvPool):
@@ -384,7 +513,10 @@ class ProcessorAsyncEnvPool(AsyncEnvPool):
     def _launch(self, makers: list, kwargs: list[dict]) -> list[EnvMetaData]:
         groups = [([fn], [kw], i) for i, (fn, kw) in enumerate(zip(makers, kwargs))]
         pool = WorkerPool(
-            "ProcessorAsyncEnvPool", groups, start_method=default_start_method(), timeout=None
+            "ProcessorAsyncEnvPool",
+            groups,
+            start_method=default_start_method(),
+            timeout=self._timeout,
         )
         self.__dict__["_pool"] = pool
         replies = pool.recv(list(range(len(groups))), "start")
@@ -395,13 +527,15 @@ class ProcessorAsyncEnvPool(AsyncEnvPool):
         self._pool.send([index], payload, kind)
 
     def _collect(self, indices: list[int], kind: str, min_get: int) -> dict[int, Any]:
-        replies = self._pool.recv_ready(indices, kind, min_get)
-        return {i: pickle.loads(r)[0] for i, r in replies.items()}
+        replies = self._pool.recv_outcomes(indices, kind, min_get)
+        return {
+            i: r if isinstance(r, BaseException) else pickle.loads(r)[0] for i, r in replies.items()
+        }
 
     def _call_env(self, index: int, name: str, *args: Any) -> Any:  # Any: method I/O
         return self._pool.call_each([index], "call", [(name, args, {})])[0][0]
 
-    def _shutdown(self) -> None:
+    def _shutdown(self, wait: bool = True) -> None:
         pool = self.__dict__.get("_pool")
         if pool is not None:
             pool.close()

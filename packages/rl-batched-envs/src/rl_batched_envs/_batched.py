@@ -13,10 +13,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-from tensordict import LazyStackedTensorDict, NestedKey, TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, NestedKey, TensorDictBase
 
 from rl_batched_envs._env_group import BufferLayout, flat_entries
 from rl_envs_core import EnvBase, EnvMetaData
+from rl_envs_core.extension import (
+    advance_root,
+    install_stacked_specs,
+    key_layout,
+    new_unchecked,
+)
 from rl_specs import Composite, contains_lazy_spec
 
 EnvFactory = Callable[..., EnvBase]
@@ -41,20 +47,6 @@ def stack_specs(metas: Sequence[EnvMetaData]) -> tuple[Composite, bool]:
     else:
         specs = torch.stack([m.specs for m in metas], 0)
     return specs, contains_lazy_spec(specs)
-
-
-def install_specs(env: EnvBase, specs: Composite, lazy: bool) -> None:
-    """Give ``env`` the stacked ``specs`` (lazy stacks are stored as they are)."""
-    if lazy:
-        env.__dict__["_output_spec"] = specs["output_spec"].to(env.device)
-        env.__dict__["_input_spec"] = specs["input_spec"].to(env.device)
-        env._invalidate_cache()
-        # Each sub-env checks its own inputs and outputs; the generic check cannot
-        # read heterogeneous lazy stacks.
-        env.__dict__["_io_checked"] = True
-    else:
-        env.output_spec = specs["output_spec"]
-        env.input_spec = specs["input_spec"]
 
 
 def check_sub_batch(owner: str, metas: Sequence[EnvMetaData]) -> torch.Size:
@@ -84,11 +76,7 @@ def clone_entries(
     """
     if entries is None:
         return buf.clone()
-    return TensorDict._new_unsafe(
-        {key: value.clone() for key, value in entries},
-        batch_size=buf.batch_size,
-        device=buf.device,
-    )
+    return new_unchecked({key: value.clone() for key, value in entries}, buf.batch_size, buf.device)
 
 
 def _last(key: NestedKey) -> str:
@@ -206,8 +194,8 @@ class BatchedEnvBase(EnvBase):
 
     def _set_specs(self, metas: list[EnvMetaData]) -> None:
         specs, lazy = stack_specs(metas)
-        install_specs(self, specs, lazy)
-        dynamic = self._key_cache()["dynamic"]
+        install_stacked_specs(self, specs, lazy=lazy)
+        dynamic = key_layout(self)["dynamic"]
         use = self._use_buffers_arg
         if use is None:
             use = not (lazy or dynamic)
@@ -227,7 +215,7 @@ class BatchedEnvBase(EnvBase):
 
     def _make_buffers(self, specs: Composite) -> None:
         out, inp = specs["output_spec"], specs["input_spec"]
-        cache = self._key_cache()
+        cache = key_layout(self)
         batch = self.batch_size
         obs = out["full_observation_spec"].zero()
         done = out["full_done_spec"].zero()
@@ -390,13 +378,13 @@ class BatchedEnvBase(EnvBase):
                 buf.copy_(value)
         self._step_reset_all()
         tensordict.set("next", self._output(self._next_buf))
-        root = self._step_mdp(tensordict)
+        root = advance_root(self, tensordict)
         root.update(self._output(self._root_buf))
         return tensordict, root
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         self._ensure_started()
-        found, envs = reset_targets(tensordict, self._key_cache()["reset_keys"], self.num_workers)
+        found, envs = reset_targets(tensordict, key_layout(self)["reset_keys"], self.num_workers)
         if not self._use_buffers:
             inputs = []
             for i in envs if envs is not None else range(self.num_workers):

@@ -17,7 +17,7 @@ import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase, EnvMetaData
-from rl_envs_core.td_fast import get_entry
+from rl_envs_core.extension import get_entry, key_layout, new_unchecked, next_of
 
 Pairs = list[tuple[NestedKey, torch.Tensor]]
 
@@ -113,18 +113,12 @@ class EnvGroup:
         # the group's rows of each step output, filled by one stack per key
         self.next_rows = [next_rows.get(k) for k in layout.next_keys]
         self.next_shapes = [rows.shape[1:] for rows in self.next_rows]
-        # envs stepped through their own _step (the env-side contract, as a worker's
-        # sub-env); an auto-resetting env goes through its public step
-        self.direct = [env.auto_reset_handler is None for env in self.envs]
-        self.all_direct = all(self.direct)
         self.buffered = True
 
     def _write(self, j: int, pairs: Pairs, data: TensorDictBase, what: str) -> None:
         optional = self.layout.optional_keys
         for key, dst in pairs:
             src = get_entry(data, key)
-            if src is None:
-                src = _dual(data, key)
             if src is None:
                 if key in optional:
                     continue
@@ -148,20 +142,18 @@ class EnvGroup:
         exc.add_note(f"Raised by {self.owner} env {self.offset + j} during {what}.")
         return exc.with_traceback(exc.__traceback__)
 
-    def _inputs(self, j: int, mask_key: NestedKey | None) -> TensorDictBase:
-        td = self.in_td[j].copy()
-        if mask_key is not None:
-            td.set(mask_key, self.masks[j].get(mask_key))
-        return td
-
-    def _direct_input(self, j: int) -> TensorDictBase:
+    def _input(self, j: int, partial: bool) -> TensorDictBase:
         """A fresh tensordict over env ``j``'s input views (an env may add or replace
-        entries of its input: the views themselves must stay untouched)."""
+        entries of its input: the views themselves must stay untouched), with the
+        ``"_step"`` mask of a partial step."""
         src, td = self.in_src[j], self.in_td[j]
         if src is None:
-            return td.copy()
-        # what copy() returns; the entries were validated when the buffers were built
-        return TensorDict._new_unsafe(dict(src), batch_size=td.batch_size, device=td.device)
+            td = td.copy()
+        else:  # what copy() returns; the entries were validated when the buffers were built
+            td = new_unchecked(dict(src), td.batch_size, td.device)
+        if partial:
+            td.set("_step", self.masks[j].get("_step"))
+        return td
 
     def _active(self, active: Sequence[int] | None) -> Sequence[int]:
         return range(len(self.envs)) if active is None else active
@@ -173,43 +165,28 @@ class EnvGroup:
         inputs: Sequence[TensorDictBase] | None = None,
         partial: bool = False,
     ) -> list[TensorDictBase] | None:
-        """Step the ``active`` envs (local indices; ``None``: all)."""
+        """Step the ``active`` envs (local indices; ``None``: all).
+
+        Every env is stepped through ``next_of`` (what ``env.step`` writes under
+        ``"next"``: input checks, partial steps, done completion, auto-reset). Without
+        buffers the outputs are returned; with buffers they are written into the
+        group's rows: when every env steps, with one ``torch.stack(..., out=rows)``
+        per key while every env returns every key with the declared shape (checked
+        before stepping the next env, as ``_write`` does); otherwise, and from the
+        first env that does not, through ``_write`` (its errors, optional keys, dtype
+        casts).
+        """
         envs = self.envs
         if not self.buffered:
-            return [envs[j].step(td).get("next") for j, td in zip(self._active(active), inputs)]
-        if active is None and not partial and self.all_direct:
-            self._step_stacked()
-            return None
-        mask_key = "_step" if partial else None
-        direct = self.direct
+            return [next_of(envs[j], td) for j, td in zip(self._active(active), inputs)]
+        keys, shapes, make_input = self.layout.next_keys, self.next_shapes, self._input
+        columns: list[list[torch.Tensor]] | None = None
+        if active is None and not partial:
+            columns = [[] for _ in keys]
+        outs = []
         for j in self._active(active):
             try:
-                if direct[j] and not partial:
-                    nxt = envs[j]._step(self._direct_input(j))
-                else:
-                    nxt = envs[j].step(self._inputs(j, mask_key)).get("next")
-                self._write(j, self.next_pairs[j], nxt, "step")
-            except Exception as exc:
-                raise self._blame(exc, j, "step") from None
-        return None
-
-    def _step_stacked(self) -> None:
-        """Step every env; write each output key with one stack into the group's rows.
-
-        One ``torch.stack(..., out=rows)`` per key replaces one ``copy_`` per env and
-        key. It runs only while every env returns every key with the declared shape
-        (checked before stepping the next env, as ``_write`` does); from the first env
-        that does not, every output goes through ``_write`` (its errors, ``done`` from
-        ``terminated``, optional keys, dtype casts), as the general path does. The
-        outputs are read once every env of the group has stepped.
-        """
-        envs, direct_input, keys = self.envs, self._direct_input, self.layout.next_keys
-        rows, shapes = self.next_rows, self.next_shapes
-        columns: list[list[torch.Tensor]] | None = [[] for _ in keys]
-        outs = []
-        for j, env in enumerate(envs):
-            try:
-                nxt = env._step(direct_input(j))
+                nxt = next_of(envs[j], make_input(j, partial))
                 outs.append(nxt)
                 if columns is not None and not _gather(nxt, keys, shapes, columns):
                     columns = None
@@ -220,9 +197,9 @@ class EnvGroup:
             except Exception as exc:
                 raise self._blame(exc, j, "step") from None
         if columns is None:
-            return
+            return None
         try:
-            for column, dst in zip(columns, rows):
+            for column, dst in zip(columns, self.next_rows):
                 torch.stack(column, out=dst)
         except (RuntimeError, TypeError):  # e.g. outputs on another device than the buffers
             for j, nxt in enumerate(outs):
@@ -230,6 +207,7 @@ class EnvGroup:
                     self._write(j, self.next_pairs[j], nxt, "step")
                 except Exception as exc:
                     raise self._blame(exc, j, "step") from None
+        return None
 
     def step_full(
         self, active: Sequence[int] | None, inputs: Sequence[TensorDictBase]
@@ -237,10 +215,11 @@ class EnvGroup:
         """Step the ``active`` envs on ``inputs``; return the whole step data."""
         return [self.envs[j].step(td) for j, td in zip(self._active(active), inputs)]
 
-    def step_and_maybe_reset(
+    def step_and_reset_done(
         self, active: Sequence[int] | None, inputs: Sequence[TensorDictBase] | None = None
     ) -> list[tuple[TensorDictBase, TensorDictBase]] | None:
-        """Step the envs and reset the done ones, all inside this group."""
+        """Step the envs and reset the done ones, all inside this group (the worker
+        side of ``BatchedEnvBase.step_and_maybe_reset``)."""
         envs = self.envs
         if not self.buffered:
             results = []
@@ -325,7 +304,8 @@ class EnvGroup:
 def flat_entries(td: TensorDictBase) -> list[tuple[str, torch.Tensor]] | None:
     """``td``'s entries, listed once, when they are all plain tensors (``None`` otherwise)."""
     entries = list(td.items())
-    if td._maybe_names() is None and all(type(v) is torch.Tensor for _, v in entries):
+    unnamed = all(name is None for name in td.names)
+    if unnamed and all(type(v) is torch.Tensor for _, v in entries):
         return entries
     return None
 
@@ -346,19 +326,9 @@ def _gather(
     return True
 
 
-_DUALS = {"done": "terminated", "terminated": "done"}
-
-
-def _dual(data: TensorDictBase, key: NestedKey) -> torch.Tensor | None:
-    """``done`` from ``terminated`` (or the reverse) when an env returns only one."""
-    tup = (key,) if isinstance(key, str) else tuple(key)
-    dual = _DUALS.get(tup[-1])
-    return None if dual is None else data.get((*tup[:-1], dual), None)
-
-
 def _metadata(env: EnvBase) -> EnvMetaData:
     """``EnvMetaData.metadata_from_env``, with empty data for dynamic (-1) specs."""
-    if not env._key_cache()["dynamic"]:
+    if not key_layout(env)["dynamic"]:
         return EnvMetaData.metadata_from_env(env)
     bs = env.batch_size
     return EnvMetaData(

@@ -11,11 +11,14 @@ from tensordict import TensorDictBase
 from rl_batched_envs._batched import BatchedEnvBase, EnvFactory
 from rl_batched_envs._errors import WorkerDiedError
 from rl_batched_envs._layout import worker_spans
-from rl_batched_envs._worker import STEP, STEP_RESET, WorkerPool, default_start_method
+from rl_batched_envs._worker import (
+    DEFAULT_TIMEOUT,
+    STEP,
+    STEP_RESET,
+    WorkerPool,
+    default_start_method,
+)
 from rl_envs_core import EnvMetaData
-
-DEFAULT_TIMEOUT = 120.0
-"""Seconds the main process waits for a worker's reply before shutting it down."""
 
 _START_METHODS = ("fork", "spawn", "forkserver")
 

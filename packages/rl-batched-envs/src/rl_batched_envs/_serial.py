@@ -74,7 +74,7 @@ class SerialEnv(BatchedEnvBase):
         self._groups[0].step(None)
 
     def _step_reset_all(self) -> None:
-        self._groups[0].step_and_maybe_reset(None)
+        self._groups[0].step_and_reset_done(None)
 
     def _shutdown(self) -> None:
         for group in self.__dict__.get("_groups", ()):

@@ -42,6 +42,9 @@ ERR = b"e"
 _COMMAND_NAMES = {STEP: "step", STEP_RESET: "step_and_maybe_reset", CLOSE: "close"}
 _CLOSE_WAIT_S = 2.0
 
+DEFAULT_TIMEOUT = 120.0
+"""Seconds the main process waits for a worker's (or a pool thread's) reply by default."""
+
 
 def worker_main(
     index: int,
@@ -69,7 +72,7 @@ def worker_main(
         except (EOFError, OSError):
             pass
         return
-    step, step_reset = group.step, group.step_and_maybe_reset
+    step, step_reset = group.step, group.step_and_reset_done
     while True:
         try:
             msg = conn.recv_bytes()
@@ -241,6 +244,31 @@ class WorkerPool:
         Raises:
             WorkerDiedError: a worker died; every worker is shut down.
             TimeoutError: no reply within ``timeout``; every worker is shut down.
+            Exception: the error a worker raised (the lowest failing worker's); the
+                other workers keep running.
+        """
+        replies = self.recv_outcomes(workers, command, min_get)
+        failed = [w for w, r in replies.items() if isinstance(r, BaseException)]
+        if failed:
+            error = replies[min(failed)]
+            del replies
+            try:
+                raise error
+            finally:  # no frame -> error -> traceback -> frame cycle keeps the pool alive
+                del error
+        return replies
+
+    def recv_outcomes(
+        self, workers: Sequence[int], command: str, min_get: int
+    ) -> dict[int, bytes | BaseException]:
+        """Like :meth:`recv_ready`, with a worker's error returned in place of its reply.
+
+        Every reply read is returned, so the caller knows which workers are idle again
+        even when some of them failed.
+
+        Raises:
+            WorkerDiedError: a worker died; every worker is shut down.
+            TimeoutError: no reply within ``timeout``; every worker is shut down.
         """
         conns, procs = self.conns, self.processes
         every = len(workers) == len(conns)  # then one poller registered once serves
@@ -249,8 +277,7 @@ class WorkerPool:
             for w in workers:
                 waiting[conns[w]] = w
                 waiting[procs[w].sentinel] = w
-        replies: dict[int, bytes] = {}
-        error = None
+        replies: dict[int, bytes | BaseException] = {}
         deadline = None if self.timeout is None else time.monotonic() + self.timeout
         while len(replies) < min_get:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
@@ -269,14 +296,13 @@ class WorkerPool:
                     msg = conn.recv_bytes()
                 except (EOFError, OSError):
                     self._died(w, command)
-                if msg[:1] == ERR and (error is None or w < error[0]):
-                    error = (w, msg[1:])
-                replies[w] = msg[1:]
+                if msg[:1] == ERR:
+                    replies[w] = decode_exception(msg[1:], self.owner, w, command)
+                else:
+                    replies[w] = msg[1:]
                 if waiting:
                     del waiting[conn]
                     del waiting[procs[w].sentinel]
-        if error is not None:  # the lowest failing worker, whatever the arrival order
-            raise decode_exception(error[1], self.owner, error[0], command)
         return replies
 
     def _wait(self, waiting: dict, left: float | None) -> list[tuple[int, bool]]:

@@ -7,6 +7,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict
 
+from rl_envs_core.extension import new_unchecked
 from rl_specs import Composite, NonTensor
 
 __all__ = ["OutputBuilder"]
@@ -17,8 +18,8 @@ class OutputBuilder:
 
     The adapters' readers are compiled once for the observation spec and a device:
     on the cpu they give tensors led by the batch dims, and the adapters build the
-    reward and done flags the same way, so ``TensorDict._new_unsafe`` (no per-entry
-    check) gives the same result as ``TensorDict(...)``. Anything else (string
+    reward and done flags the same way, so ``new_unchecked`` (no per-entry check)
+    gives the same result as ``TensorDict(...)``. Anything else (string
     observations, another device, an env moved since) goes through ``TensorDict``.
 
     Args:
@@ -48,5 +49,5 @@ class OutputBuilder:
     ) -> TensorDict:
         """The TensorDict of ``source`` on ``device`` (the env's current one)."""
         if self.trusted and device is self.device:
-            return TensorDict._new_unsafe(source, batch_size=batch_size, device=device)
+            return new_unchecked(source, batch_size, device)
         return TensorDict(source, batch_size=batch_size, device=device)

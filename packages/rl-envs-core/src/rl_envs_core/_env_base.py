@@ -13,16 +13,14 @@ import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 from torch import nn
 
-from rl_envs_core import _check, _partial, _rollout, _spec_views, _validation
+from rl_envs_core import _check, _done, _partial, _rollout, _spec_views, _validation
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
 from rl_envs_core._step_mdp import advance, as_tuple
+from rl_envs_core._td import get_entry, set_child, set_entry
 from rl_envs_core._transform_hook import make_transformed_env
-from rl_envs_core.td_fast import get_entry, set_child, set_entry
 from rl_specs import Categorical, Composite, TensorSpec, Unbounded
 
 DeviceType = torch.device | str | int | None
-
-_DONE_DUAL = {"done": "terminated", "terminated": "done"}
 
 
 def _to_device(device: DeviceType) -> torch.device | None:
@@ -279,7 +277,7 @@ class EnvBase(nn.Module):
         except (KeyError, ValueError, RuntimeError, IndexError, TypeError) as err:
             _validation.check_step_input(self, tensordict, cause=err)
             raise
-        self._complete_done(out, fill_zeros=False)
+        _done.complete_done(self, out, fill_zeros=False)
         if self._device is not None and out.device != self._device:
             out = out.to(self._device)
         if not self._io_checked:
@@ -289,40 +287,6 @@ class EnvBase(nn.Module):
         if handler is not None:
             out = handler.on_step(self, out)
         return out
-
-    def _complete_done(self, out: TensorDictBase, *, fill_zeros: bool) -> list[NestedKey]:
-        """Flank a lone done/terminated with its dual; zero-fill the rest if asked.
-
-        Returns the keys holding zeros written here (directly or as the clone of a
-        zero-filled dual): they need no "done right after a reset" check.
-        """
-        filled: list[NestedKey] = []
-        if type(out) is TensorDict:
-            # the common case: every done entry is a top-level name already there
-            present = out._tensordict
-            for key in self._key_cache()["done_keys"]:
-                if type(key) is not str or key not in present:
-                    break
-            else:
-                return filled
-        else:
-            present = out.keys()
-        extra = out.batch_size[: out.batch_dims - len(self.batch_size)]
-        for key, leaf in self._done_leaf_specs():
-            if key in present if isinstance(key, str) else out.get(key, None) is not None:
-                continue
-            tup = as_tuple(key)
-            dual = _DONE_DUAL.get(tup[-1])
-            dual_key = (dual if len(tup) == 1 else (*tup[:-1], dual)) if dual else None
-            value = get_entry(out, dual_key) if dual_key is not None else None
-            if value is not None:
-                set_entry(out, key, value.clone())
-                if dual_key in filled:
-                    filled.append(key)
-            elif fill_zeros:
-                set_entry(out, key, leaf.zero(torch.Size(extra)) if extra else leaf.zero())
-                filled.append(key)
-        return filled
 
     def _step_mdp(self, tensordict: TensorDictBase) -> TensorDictBase:
         cache = self._key_cache()
@@ -442,7 +406,7 @@ class EnvBase(nn.Module):
             out = out.copy()
         if self._device is not None and out.device != self._device:
             out = out.to(self._device)
-        zeros = self._complete_done(out, fill_zeros=True)
+        zeros = _done.complete_done(self, out, fill_zeros=True)
         if resets:
             # every element reset (e.g. an unbatched env at each episode end): the
             # fresh values are the result, no masking needed
@@ -453,28 +417,8 @@ class EnvBase(nn.Module):
             _partial.remove_resets(tensordict, resets)
             tensordict.update(out)
         if not self.allow_done_after_reset:
-            self._check_not_done(out, resets, skip=zeros)
+            _done.check_not_done(self, out, resets, skip=zeros)
         return out
-
-    def _check_not_done(
-        self, out: TensorDictBase, resets: dict, skip: list[NestedKey] = ()
-    ) -> None:
-        for key in self._key_cache()["done_keys"]:
-            if key in skip:  # zero-filled by _complete_done: not done by construction
-                continue
-            done = out.get(key, None)
-            if done is None:
-                continue
-            tup = as_tuple(key)
-            mask = resets.get(()) if () in resets else resets.get(tup[:-1])
-            if mask is not None:
-                done = done & _partial.fit_mask(mask, done.shape, key)
-            if bool(done.any()):
-                raise RuntimeError(
-                    f"{type(self).__name__} returned done=True at {key!r} right after a "
-                    f"reset. Return done=False from _reset, or build the env with "
-                    f"allow_done_after_reset=True if this is intended."
-                )
 
     # ------------------------------------------------------------------ seeding, misc
     def append_transform(self, transform: Callable[[TensorDictBase], TensorDictBase]) -> EnvBase:

@@ -17,6 +17,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core._env_base import DeviceType, EnvBase
+from rl_envs_core._td import get_entry
 from rl_specs import TensorSpec
 
 # Any in this module: backend objects, observations and infos are library-defined.
@@ -68,6 +69,13 @@ class GymLikeEnv(EnvBase):
     Its behaviour is similar to gym environments in what common methods (specifically
     reset and step) are expected to do: ``reset`` returns ``(observation, info)`` and
     ``step`` returns ``(observation, reward, terminated, truncated, info)``.
+
+    A step follows one template, which adapters fill rather than replace: select the
+    action (``_select_action``) and convert it (``read_action``), step the backend
+    ``frame_skip`` times, normalising each result once (``_output_transform``: the 5-
+    and the legacy 4-value forms), read the result (``_read_step``: ``read_obs``,
+    ``read_reward``, ``read_done``), build the output (``_build_output``) and let the
+    info readers add to it (``read_info``).
 
     Args:
         env (object, optional): the backend env to wrap. Defaults to ``None``: the
@@ -289,32 +297,67 @@ class GymLikeEnv(EnvBase):
         return out
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
-        action_key = self._read_plan().action_key
-        if action_key is None:
-            action_key = self.action_key  # raises: no single action entry
-        action = self.read_action(tensordict.get(action_key))
-        reward = 0
-        for _ in range(self.wrapper_frame_skip):
-            obs, step_reward, terminated, truncated, done, info = self._output_transform(
-                self._env.step(action)
-            )
-            reward = reward + (step_reward if step_reward is not None else 0)
-            terminated, truncated, done, do_break = self.read_done(
-                terminated=terminated, truncated=truncated, done=done
-            )
-            if do_break:
-                break
-        source = self.read_obs(obs)
-        source[self.reward_key] = self.read_reward(reward)
-        source.update(self._done_entries(terminated, truncated, done))
-        out = TensorDict(source, batch_size=self._batch_size, device=self._device)
+        """The step template: write the action, step the backend (its result normalised
+        once, by ``_output_transform``), read the result, build the output.
+
+        Adapters fill the steps (``_select_action``, ``read_action``,
+        ``_output_transform``, ``read_obs``, ``_read_step``, ``_build_output``) rather
+        than replace this method.
+        """
+        action = self.read_action(self._select_action(tensordict))
+        obs, reward, terminated, truncated, done, info = self._backend_step(action)
+        out = self._build_output(self._read_step(obs, reward, terminated, truncated, done, info))
         if self._info_dict_reader:
             out = self.read_info(info, out)
         return out
 
+    def _select_action(self, tensordict: TensorDictBase) -> Any:
+        """The action entry of ``tensordict`` (the env's only action key).
+
+        Raises:
+            KeyError: the env has several action entries (override this method), or
+                ``tensordict`` has no action.
+        """
+        action_key = self._read_plan().action_key
+        if action_key is None:
+            action_key = self.action_key  # raises: no single action entry
+        action = get_entry(tensordict, action_key)
+        return tensordict.get(action_key) if action is None else action  # names the key
+
+    def _backend_step(self, action: Any) -> tuple:
+        """``frame_skip`` backend steps (stopping at an episode end), rewards summed,
+        each result normalised by ``_output_transform``."""
+        step, normalise = self._env.step, self._output_transform
+        obs, reward, terminated, truncated, done, info = normalise(step(action))
+        if self.wrapper_frame_skip == 1:
+            return obs, reward, terminated, truncated, done, info
+        for _ in range(self.wrapper_frame_skip - 1):
+            if _episode_ended(terminated, truncated, done):
+                break
+            obs, step_reward, terminated, truncated, done, info = normalise(step(action))
+            if step_reward is not None:
+                reward = step_reward if reward is None else reward + step_reward
+        return obs, reward, terminated, truncated, done, info
+
+    def _read_step(
+        self, obs: Any, reward: Any, terminated: Any, truncated: Any, done: Any, info: Any
+    ) -> dict[str, Any]:
+        """The entries of a step output (``info`` is read later, by ``read_info``)."""
+        terminated, truncated, done, _ = self.read_done(
+            terminated=terminated, truncated=truncated, done=done
+        )
+        source = self.read_obs(obs)
+        source[self.reward_key] = self.read_reward(0 if reward is None else reward)
+        source.update(self._done_entries(terminated, truncated, done))
+        return source
+
+    def _build_output(self, source: dict[str, Any]) -> TensorDictBase:
+        """The output tensordict of ``source`` (the env's batch size and device)."""
+        return TensorDict(source, batch_size=self._batch_size, device=self._device)
+
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         obs, info = self._reset_output_transform(self._env.reset(**kwargs))
-        out = TensorDict(self.read_obs(obs), batch_size=self.batch_size, device=self.device)
+        out = self._build_output(self.read_obs(obs))
         return self.read_info(info, out)
 
     def _set_seed(self, seed: int | None) -> None:
@@ -339,3 +382,8 @@ class GymLikeEnv(EnvBase):
             if backend is None or name.startswith("__"):
                 raise
             return getattr(backend, name)
+
+
+def _episode_ended(*flags: Any) -> bool:
+    """Whether any of the done flags (python, numpy or torch; ``None``: absent) is set."""
+    return any(flag is not None and bool(torch.as_tensor(flag).any()) for flag in flags)

@@ -14,7 +14,7 @@ from tensordict import NestedKey, TensorDict, TensorDictBase
 from tensordict.utils import is_non_tensor
 
 from rl_envs_core._step_mdp import as_tuple
-from rl_envs_core.td_fast import get_entry
+from rl_envs_core._td import entries, get_entry, set_validated
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
@@ -73,7 +73,7 @@ def merge_masked(
         plain: list[tuple[TensorDict, str, torch.Tensor]] = []
         if _plain_updates(new, previous, root, fitted, zeros_when_missing, (), plain):
             for td, key, value in plain:  # same shape, dtype and device as the value replaced
-                td._set_str(key, value, inplace=False, validated=True)
+                set_validated(td, key, value)
             return new
     updates = []
     for key, value in new.items(True, True):
@@ -130,8 +130,8 @@ def _plain_updates(
     ``False`` (nothing written yet) when a level is a lazy stack or a tensorclass: the
     caller takes the generic walk.
     """
-    old_entries = previous._tensordict if previous is not None else {}
-    for key, value in new._tensordict.items():
+    old_entries = entries(previous) if previous is not None else {}
+    for key, value in entries(new).items():
         old = old_entries.get(key)
         if type(value) is TensorDict:
             sub_old = old if type(old) is TensorDict else None

@@ -15,7 +15,7 @@ from tensordict import TensorDictBase
 
 from rl_envs_core._stack import RolloutSteps
 from rl_envs_core._step_mdp import aggregate_done, as_tuple
-from rl_envs_core.td_fast import any_true, get_entry
+from rl_envs_core._td import any_true, get_entry
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase

@@ -63,16 +63,34 @@ def _check_batch(role: str, spec: TensorSpec, batch_size: torch.Size) -> None:
         )
 
 
+#: a done flag -> its twin: each one alone also means the other
+_DONE_TWINS = {"done": "terminated", "terminated": "done"}
+
+
+def done_dual(key: NestedKey) -> NestedKey | None:
+    """The twin of a ``done`` / ``terminated`` key at the same level (``None`` for others).
+
+    An env that declares or returns only one of the two has it stand for both; done
+    completion (of specs and of step outputs) copies it to the twin.
+
+    Examples:
+        >>> done_dual("done"), done_dual(("agents", "terminated")), done_dual("truncated")
+        ('terminated', ('agents', 'done'), None)
+    """
+    tup = as_tuple(key)
+    twin = _DONE_TWINS.get(tup[-1])
+    if twin is None:
+        return None
+    return twin if len(tup) == 1 else (*tup[:-1], twin)
+
+
 def flank_done(spec: Composite) -> Composite:
     """Make every ``done`` have a ``terminated`` twin and vice versa, at every level."""
-    levels: dict[tuple, set[str]] = {}
-    for key in spec.keys(True, True):
-        key = (key,) if isinstance(key, str) else tuple(key)
-        levels.setdefault(key[:-1], set()).add(key[-1])
-    for level, names in levels.items():
-        for have, missing in (("done", "terminated"), ("terminated", "done")):
-            if have in names and missing not in names:
-                spec[(*level, missing)] = spec[(*level, have)].clone()
+    keys = {as_tuple(key) for key in spec.keys(True, True)}
+    for key in sorted(keys):
+        twin = done_dual(key)
+        if twin is not None and as_tuple(twin) not in keys:
+            spec[twin] = spec[key].clone()
     return spec
 
 
@@ -114,6 +132,24 @@ def assign_parent_spec(env: EnvBase, parent_name: str, value: Composite) -> None
         key = f"full_{role}_spec"
         if key in value.keys():
             assign_full_spec(env, role, value[key])
+
+
+def install_stacked_specs(env: EnvBase, specs: Composite, *, lazy: bool) -> None:
+    """Give ``env`` the ``Composite(output_spec=..., input_spec=...)`` of its stacked sub-envs.
+
+    Dense stacks go through the validating setters; lazy (heterogeneous) stacks are
+    stored as they are, and the generic input/output check is marked done: each
+    sub-env checks its own data, and that check cannot read heterogeneous stacks.
+    """
+    if not lazy:
+        env.output_spec = specs["output_spec"]
+        env.input_spec = specs["input_spec"]
+        return
+    state = env.__dict__
+    state["_output_spec"] = specs["output_spec"].to(env.device)
+    state["_input_spec"] = specs["input_spec"].to(env.device)
+    env._invalidate_cache()
+    state["_io_checked"] = True
 
 
 def empty_composite(env: EnvBase) -> Composite:
@@ -214,6 +250,9 @@ def compute_key_cache(env: EnvBase) -> dict[str, Any]:
     for key in cache["done_keys"]:
         levels.setdefault(as_tuple(key)[:-1], []).append(key)
     cache["done_levels"] = levels
+    # every done key a top-level name: done completion checks them with one dict each
+    done_names = tuple(k for k in cache["done_keys"] if isinstance(k, str))
+    cache["done_names"] = done_names if len(done_names) == len(cache["done_keys"]) else None
     cache["reset_keys"] = ["_reset" if not level else (*level, "_reset") for level in levels]
     # "done" is the union of the end-of-trajectory signals of its level: read it alone.
     flags: list[NestedKey] = []

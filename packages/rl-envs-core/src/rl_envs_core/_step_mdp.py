@@ -14,7 +14,7 @@ from tensordict import NestedKey, TensorDict, TensorDictBase
 from tensordict.utils import is_non_tensor
 from torch import Tensor
 
-from rl_envs_core.td_fast import any_true, entries, get_entry, set_entry
+from rl_envs_core._td import any_true, entries, get_entry, new_unchecked, set_entry
 
 DONE_NAMES = ("done", "terminated", "truncated")
 
@@ -112,9 +112,7 @@ def merge_levels(
     ):
         # Every leaf comes from a validated tensordict with this batch size and device;
         # no value is a plain dict, so nested=False just copies the dict in.
-        return TensorDict._new_unsafe(
-            items, batch_size=like.batch_size, device=like.device, nested=False
-        )
+        return new_unchecked(items, like.batch_size, like.device, nested=False)
     return TensorDict(items, batch_size=like.batch_size, device=like.device)
 
 
@@ -126,7 +124,7 @@ def advance(
     keep_other: bool = True,
 ) -> TensorDictBase:
     """The root of the next time step: ``"next"`` content, then the root's other entries."""
-    nxt = tensordict._tensordict.get("next") if type(tensordict) is TensorDict else None
+    nxt = get_entry(tensordict, "next")
     return merge_levels(
         nxt if nxt is not None else tensordict.get("next"),  # the generic get raises if missing
         tensordict if keep_other else None,

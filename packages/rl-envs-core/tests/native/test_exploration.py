@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from tensordict.nn import interaction_type
+from tensordict.nn.probabilistic import interaction_type  # tensordict 0.14 does not re-export it
 
 from rl_envs_core._native._exploration import (
     ExplorationType,

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 from tensordict import is_tensor_collection, unravel_key
-from torch.utils import _pytree
 
+from rl_replay import _td
 from rl_replay._checkpoint import dump_buffer, load_buffer, load_buffer_state
 from rl_replay._transforms import _TransformList
 from rl_replay.checkpointers.base import StorageCheckpointerBase
@@ -607,10 +607,10 @@ def _stack_items(items: list[Any]) -> Any:
         raise ValueError("extend expected at least one element, got an empty list.")
     if isinstance(items[0], torch.Tensor) or is_tensor_collection(items[0]):
         return torch.stack(items)
-    return _pytree.tree_map(lambda *leaves: torch.stack(leaves), items[0], *items[1:])
+    return _td.tree_map(lambda *leaves: torch.stack(leaves), items[0], *items[1:])
 
 
 def _transpose(data: Any, dim: int) -> Any:
     if isinstance(data, torch.Tensor) or is_tensor_collection(data):
         return data.transpose(dim, 0)
-    return _pytree.tree_map(lambda leaf: leaf.transpose(dim, 0), data)
+    return _td.tree_map(lambda leaf: leaf.transpose(dim, 0), data)

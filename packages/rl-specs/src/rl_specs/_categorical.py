@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import _one_hot
 from ._base import DeviceLike, ShapeLike, TensorSpec, _as_device, _as_dtype, _as_shape
 from ._masks import (
     _check_mask,
@@ -20,6 +19,14 @@ from ._masks import (
     _sample_masked,
 )
 from ._spaces import BoxList, CategoricalBox
+
+if TYPE_CHECKING:
+    from ._one_hot import MultiOneHot, OneHot
+
+#: The one-hot spec classes, registered by ``_one_hot`` when it is imported (it imports
+#: this module for its own conversions, so this one cannot import it back):
+#: ``"single"`` -> ``OneHot``, ``"multi"`` -> ``MultiOneHot``.
+ONE_HOT_CLASSES: dict[str, type[TensorSpec]] = {}
 
 
 class Categorical(_MaskedCategories, TensorSpec):
@@ -127,9 +134,9 @@ class Categorical(_MaskedCategories, TensorSpec):
             self.assert_is_in(val)
         return torch.nn.functional.one_hot(val.long(), self._num_values).bool()
 
-    def to_one_hot_spec(self) -> _one_hot.OneHot:
+    def to_one_hot_spec(self) -> OneHot:
         """The :class:`OneHot` spec of :meth:`to_one_hot`'s outputs."""
-        return _one_hot.OneHot(
+        return ONE_HOT_CLASSES["single"](
             n=self._num_values,
             shape=(*self.shape, self._num_values),
             device=self.device,
@@ -308,9 +315,9 @@ class MultiCategorical(Categorical):
             -1,
         )
 
-    def to_one_hot_spec(self) -> _one_hot.MultiOneHot:
+    def to_one_hot_spec(self) -> MultiOneHot:
         """The :class:`MultiOneHot` spec of :meth:`to_one_hot`'s outputs."""
-        return _one_hot.MultiOneHot(
+        return ONE_HOT_CLASSES["multi"](
             self._nvec_row,
             shape=(*self.shape[:-1], sum(self._nvec_row)),
             device=self.device,

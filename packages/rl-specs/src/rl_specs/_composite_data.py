@@ -9,6 +9,7 @@ import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
 from ._base import ShapeLike, _as_shape
+from ._td import new_unchecked
 
 _EMPTY = torch.Size([])
 
@@ -31,7 +32,7 @@ class _CompositeDataMixin:
                 source[key] = spec._build(shape, method)
             else:
                 source[key] = getattr(spec, method)(shape)
-        out = TensorDict._new_unsafe(source, batch_size=shape + self._shape, device=self._device)
+        out = new_unchecked(source, shape + self._shape, self._device)
         return out if self.data_cls is None else self.data_cls.from_tensordict(out)
 
     def _generate(self, shape: ShapeLike | None, method: str) -> TensorDictBase:

@@ -386,3 +386,6 @@ class MultiOneHot(OneHot):
             -1,
         ).to(self.device, self.dtype)
         return flat.reshape(-1, *(1,) * (self.ndim - 1), self.shape[-1]).expand(-1, *self.shape)
+
+
+_categorical.ONE_HOT_CLASSES.update(single=OneHot, multi=MultiOneHot)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from rl_transforms._action import ActionDiscretizer, ActionMask, DiscreteActionProjection
 from rl_transforms._auto_reset import AutoResetEnv, AutoResetTransform
-from rl_transforms._base import Compose, ObservationTransform, Transform
+from rl_transforms._base import ObservationTransform, Transform
 from rl_transforms._batch_size import BatchSizeTransform
 from rl_transforms._bookkeeping import InitTracker, RewardSum, StepCounter, TargetReturn, Timer
 from rl_transforms._burn_in import BurnInTransform
+from rl_transforms._compose import Compose
 from rl_transforms._dtype_device import (
     DeviceCastTransform,
     DoubleToFloat,

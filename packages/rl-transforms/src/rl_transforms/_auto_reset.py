@@ -3,10 +3,9 @@
 An auto-resetting env returns, with a done flag, the first observation of the next
 episode. The transform keeps that observation for the next reset (which then does
 not reset the base env) and, with ``replace``, puts placeholders in its place in
-``"next"`` so that no data of the next episode leaks into the finished one.
-
-Importing this module registers :class:`TransformAutoResetHandler` with
-``rl_envs_core.hooks``, so that ``EnvBase(auto_reset=True)`` runs the same logic.
+``"next"`` so that no data of the next episode leaks into the finished one. The
+work is done by rl-envs-core's engine (``CarryOverAutoReset``), the one
+``EnvBase(auto_reset=True)`` uses too.
 """
 
 from __future__ import annotations
@@ -14,21 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tensordict import NestedKey, TensorDictBase
+from tensordict import TensorDictBase
 
 from rl_envs_core import EnvBase
-from rl_envs_core.hooks import register_auto_reset_handler
+from rl_envs_core.extension import CarryOverAutoReset
 from rl_specs import Composite
-from rl_transforms._base import Compose, Transform
+from rl_transforms._base import Transform
+from rl_transforms._compose import Compose
 from rl_transforms._env import TransformedEnv
 
-
-def _fill(value: torch.Tensor, fill_float: float, fill_int: int, fill_bool: bool) -> torch.Tensor:
-    if value.dtype == torch.bool:
-        return torch.full((), fill_bool, dtype=torch.bool, device=value.device)
-    if value.is_floating_point() or value.is_complex():
-        return torch.full((), fill_float, dtype=value.dtype, device=value.device)
-    return torch.full((), fill_int, dtype=value.dtype, device=value.device)
+#: what the transform reads before it knows its env's specs
+_ROOT_DONE = {(): ["done"]}
+_SKIPPED = ["done", "terminated", "truncated", "reward"]
 
 
 class AutoResetTransform(Transform):
@@ -64,39 +60,43 @@ class AutoResetTransform(Transform):
         fill_bool: bool = False,
     ) -> None:
         super().__init__()
-        self.replace = True if replace is None else replace
-        self.fill_float = float(fill_float)
-        self.fill_int = fill_int
-        self.fill_bool = fill_bool
-        self.saved: TensorDictBase | None = None
+        self._carry = CarryOverAutoReset(
+            replace=True if replace is None else replace,
+            fill_float=float(fill_float),
+            fill_int=fill_int,
+            fill_bool=fill_bool,
+        )
 
-    def _done_keys(self) -> list[NestedKey]:
-        return self._lazy.get("done_keys", ["done"])
-
-    def _skipped(self) -> set:
-        return self._lazy.get("skipped", {"done", "terminated", "truncated", "reward"})
+    replace = property(
+        lambda self: self._carry.replace,
+        lambda self, value: setattr(self._carry, "replace", value),
+        doc="Whether the observations delivered with a done flag are replaced.",
+    )
+    fill_float = property(
+        lambda self: self._carry.fill_float,
+        lambda self, value: setattr(self._carry, "fill_float", float(value)),
+        doc="The placeholder of floating entries.",
+    )
+    fill_int = property(
+        lambda self: self._carry.fill_int,
+        lambda self, value: setattr(self._carry, "fill_int", value),
+        doc="The placeholder of integer entries.",
+    )
+    fill_bool = property(
+        lambda self: self._carry.fill_bool,
+        lambda self, value: setattr(self._carry, "fill_bool", value),
+        doc="The placeholder of boolean entries.",
+    )
+    saved = property(
+        lambda self: self._carry.saved,
+        lambda self, value: setattr(self._carry, "saved", value),
+        doc="The observations kept for the next reset (``None`` if there are none).",
+    )
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        done = None
-        for key in self._done_keys():
-            value = next_tensordict.get(key, None)
-            if value is not None:
-                done = value if done is None else done | value
-        if done is None or not bool(done.any()):
-            self.saved = None
-            return next_tensordict
-        skipped = self._skipped()
-        self.saved = next_tensordict.exclude(*skipped).clone()
-        if not self.replace:
-            return next_tensordict
-        mask = done.reshape(*next_tensordict.batch_size, -1).any(-1)
-        for key, value in list(next_tensordict.items(True, True)):
-            if key in skipped or not isinstance(value, torch.Tensor):
-                continue
-            fill = _fill(value, self.fill_float, self.fill_int, self.fill_bool)
-            m = mask.reshape(*mask.shape, *(1,) * (value.ndim - mask.ndim))
-            next_tensordict.set(key, torch.where(m, fill, value))
-        return next_tensordict
+        lazy = self._lazy
+        levels = lazy.get("done_levels", _ROOT_DONE)
+        return self._carry.carry(next_tensordict, levels, lazy.get("skipped", _SKIPPED))
 
     def _reset(
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
@@ -105,13 +105,12 @@ class AutoResetTransform(Transform):
 
     def pop_saved(self) -> TensorDictBase | None:
         """The observations kept for the next reset (``None`` if there are none); forgets them."""
-        saved, self.saved = self.saved, None
-        return saved
+        return self._carry.pop_saved()
 
     def transform_output_spec(self, output_spec: Composite) -> Composite:
         done_keys = list(output_spec["full_done_spec"].keys(True, True))
-        self._lazy["done_keys"] = done_keys
-        self._lazy["skipped"] = {*done_keys, *output_spec["full_reward_spec"].keys(True, True)}
+        self._lazy["done_levels"] = CarryOverAutoReset.levels_of(done_keys)
+        self._lazy["skipped"] = [*done_keys, *output_spec["full_reward_spec"].keys(True, True)]
         return output_spec
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -172,42 +171,3 @@ class AutoResetEnv(TransformedEnv):
                 torch.zeros(self.full_done_spec[key].shape, dtype=torch.bool, device=saved.device),
             )
         return self.transform._reset(tensordict, saved)
-
-
-class TransformAutoResetHandler:
-    """The ``rl_envs_core`` auto-reset handler backed by an :class:`AutoResetTransform`.
-
-    ``EnvBase(auto_reset=True)`` builds one per env (through the registry of
-    ``rl_envs_core.hooks``): steps go through the transform, and a reset after a done
-    step returns the kept observations instead of calling ``_reset``.
-
-    Keyword Args:
-        replace (bool, optional): see :class:`AutoResetTransform`. Defaults to ``True``.
-
-    Examples:
-        >>> from rl_envs_core.hooks import AutoResetHandler
-        >>> isinstance(TransformAutoResetHandler(replace=True), AutoResetHandler)
-        True
-    """
-
-    def __init__(self, *, replace: bool = True) -> None:
-        self.transform = AutoResetTransform(replace=replace)
-
-    def on_step(self, env: EnvBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        lazy = self.transform._lazy
-        if "done_keys" not in lazy:
-            lazy["done_keys"] = list(env.done_keys)
-            lazy["skipped"] = {*env.done_keys, *env.reward_keys}
-        return self.transform._step(next_tensordict, next_tensordict)
-
-    def on_reset(self, env: EnvBase, tensordict: TensorDictBase | None) -> TensorDictBase | None:
-        saved = self.transform.pop_saved()
-        if saved is None or tensordict is None:
-            return None
-        spec = env.full_done_spec
-        for key in env.done_keys:
-            saved.set(key, spec[key].zero())
-        return saved
-
-
-register_auto_reset_handler(TransformAutoResetHandler)

@@ -15,7 +15,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase
-from rl_envs_core.td_fast import entries
+from rl_envs_core.extension import entries
 from rl_specs import Composite
 from rl_transforms._base import Transform
 

@@ -13,8 +13,8 @@ import time
 import torch
 from tensordict import NestedKey, TensorDictBase
 
-from rl_envs_core.td_fast import get_entry as read
-from rl_envs_core.td_fast import set_entry as write
+from rl_envs_core.extension import get_entry as read
+from rl_envs_core.extension import set_entry as write
 from rl_specs import Bounded, Categorical, Composite, Unbounded
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import KeyArg, key_list

@@ -14,9 +14,10 @@ from typing import Any
 from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase
-from rl_envs_core.hooks import register_transformed_env_factory
-from rl_envs_core.td_fast import get_entry as read
-from rl_transforms._base import Compose, TDCallable, Transform, as_transform
+from rl_envs_core.extension import get_entry as read
+from rl_envs_core.extension import register_transformed_env_factory
+from rl_transforms._base import TDCallable, Transform
+from rl_transforms._compose import Compose, as_transform
 from rl_transforms._key_lists import set_unlocked
 
 

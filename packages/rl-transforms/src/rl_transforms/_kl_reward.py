@@ -15,8 +15,8 @@ import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase, TensorDictParams
 
-from rl_envs_core.td_fast import get_entry as read
-from rl_envs_core.td_fast import set_entry as write
+from rl_envs_core.extension import get_entry as read
+from rl_envs_core.extension import set_entry as write
 from rl_specs import Composite
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import key_list

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
-from rl_envs_core.td_fast import any_true, entries
-from rl_envs_core.td_fast import get_entry as read
-from rl_envs_core.td_fast import set_entry as write
+from rl_envs_core.extension import any_true, entries
+from rl_envs_core.extension import get_entry as read
+from rl_envs_core.extension import set_entry as write
 from rl_specs import Composite, TensorSpec
 from rl_transforms._base import Transform
 from rl_transforms._flow import _parent_env

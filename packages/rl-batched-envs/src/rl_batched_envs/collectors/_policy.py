@@ -25,7 +25,7 @@ from tensordict import NestedKey, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 
 from rl_envs_core import EnvBase
-from rl_envs_core.td_fast import get_entry, set_entry
+from rl_envs_core.extension import get_entry, set_entry
 
 Policy = Callable[[TensorDictBase], TensorDictBase]
 

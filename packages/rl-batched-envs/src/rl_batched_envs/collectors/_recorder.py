@@ -15,7 +15,7 @@ from collections.abc import Callable
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
-from rl_envs_core.td_fast import entries, get_entry
+from rl_envs_core.extension import entries, get_entry
 
 _PROBE_STEPS = 2
 

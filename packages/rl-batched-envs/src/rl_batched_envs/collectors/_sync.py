@@ -34,7 +34,7 @@ from rl_batched_envs.collectors._policy import (
 from rl_batched_envs.collectors._recorder import StepRecorder
 from rl_batched_envs.collectors._split import TRAJ_KEY
 from rl_envs_core import EnvBase, ExplorationType, set_exploration_type
-from rl_envs_core.td_fast import any_true, get_entry, set_entry
+from rl_envs_core.extension import any_true, get_entry, set_entry
 
 DEFAULT_EXPLORATION_TYPE = ExplorationType.RANDOM
 

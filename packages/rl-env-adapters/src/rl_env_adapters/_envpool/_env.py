@@ -188,7 +188,7 @@ class MultiThreadedEnvWrapper(EnvBase):
         return self._output(source)
 
     def _output(self, source: dict[str, Any]) -> TensorDictBase:
-        return self._build_output(source, self._batch_size, self._device)
+        return self._build_output(source, self.batch_size, self.device)
 
     def _skip_frames(
         self,

@@ -24,7 +24,7 @@ from rl_env_adapters._gym._spaces import gym_space_to_spec
 from rl_env_adapters._step_scalars import StepScalars
 from rl_env_adapters._td_out import OutputBuilder
 from rl_envs_core import GymLikeEnv
-from rl_envs_core.td_fast import get_entry
+from rl_envs_core.extension import get_entry
 from rl_specs import Composite, Unbounded
 
 __all__ = ["GymWrapper"]
@@ -162,7 +162,7 @@ class GymWrapper(GymLikeEnv):
         state["_write_action"] = make_writer(act_space, action_spec, batch_dims=ndim)
         state["_action_key_cached"] = "action" if not isinstance(action_spec, Composite) else None
         state["_pending_obs"] = None  # SAME_STEP: reset observations waiting for a reset call
-        state["_build_output"] = OutputBuilder(obs_spec, device)
+        state["_output_builder"] = OutputBuilder(obs_spec, device)
         state["_scalars"] = StepScalars()  # reward and flags of unbatched steps
 
     def _init_env(self) -> None:
@@ -202,7 +202,7 @@ class GymWrapper(GymLikeEnv):
             torch.Size([2])
         """
         if info_dict_reader is None:
-            _, info = _compat.reset_result(self._env.reset())
+            _, info = self._reset_output_transform(self._env.reset())
             info_dict_reader = InfoDictReader.from_info(
                 info, batch_size=self.batch_size, ignore_private=ignore_private
             )
@@ -215,40 +215,40 @@ class GymWrapper(GymLikeEnv):
         return self
 
     # ------------------------------------------------------------------ step / reset
-    def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
+    # GymLikeEnv's step template, filled: action -> backend step -> read -> output
+    def _select_action(self, tensordict: TensorDictBase) -> Any:
         key = self._action_key_cached
         if key is None:  # a composite action: its sub-tensordict (or the whole input)
-            action = tensordict.get("action", tensordict)
-        else:
-            action = get_entry(tensordict, key)
-            if action is None:
-                action = tensordict.get(key)  # raises the KeyError that names the key
-        if self._convert_actions_to_numpy:
-            action = self._write_action(action)
-        env_step = self._env.step
-        obs, reward, terminated, truncated, info = _compat.step_result(env_step(action))
-        for _ in range(self.wrapper_frame_skip - 1):
-            if np.any(terminated) or np.any(truncated):
-                break
-            obs, step_reward, terminated, truncated, info = _compat.step_result(env_step(action))
-            reward = reward + step_reward
-        if self._batched:
-            source = self._batched_outputs(obs, reward, terminated, truncated, info)
-        else:
-            source = self._read_obs(obs)
-            (
-                source["reward"],
-                source["terminated"],
-                source["truncated"],
-                source["done"],
-            ) = self._scalars(reward, bool(terminated), bool(truncated))
-        out = self._output(source)
-        if self._info_dict_reader:
-            out = self.read_info(info, out)
-        return out
+            return tensordict.get("action", tensordict)
+        action = get_entry(tensordict, key)
+        return tensordict.get(key) if action is None else action  # names a missing key
 
-    def _output(self, source: dict[str, Any]) -> TensorDictBase:
-        return self._build_output(source, self._batch_size, self._device)
+    def read_action(self, action: Any) -> Any:
+        """Convert a tensor action (or a tensordict of them) to the env's action space."""
+        return self._write_action(action) if self._convert_actions_to_numpy else action
+
+    def read_obs(self, observations: Any) -> dict[str, Any]:
+        """Convert gym observations to a dict of tensors (the reader compiled for the spec)."""
+        return self._read_obs(observations)
+
+    def _read_step(
+        self, obs: Any, reward: Any, terminated: Any, truncated: Any, done: Any, info: Any
+    ) -> dict[str, Any]:
+        if done is not None:  # a legacy 4-value step: done alone, read as terminated
+            terminated, truncated = done, False
+        if self._batched:
+            return self._batched_outputs(obs, reward, terminated, truncated, info)
+        source = self.read_obs(obs)
+        (
+            source["reward"],
+            source["terminated"],
+            source["truncated"],
+            source["done"],
+        ) = self._scalars(reward, bool(terminated), bool(truncated))
+        return source
+
+    def _build_output(self, source: dict[str, Any]) -> TensorDictBase:
+        return self._output_builder(source, self.batch_size, self.device)
 
     def _batched_outputs(
         self,
@@ -290,11 +290,11 @@ class GymWrapper(GymLikeEnv):
                 options = dict(kwargs.pop("options", None) or {})
                 options["reset_mask"] = mask
                 kwargs["options"] = options
-            obs, info = _compat.reset_result(self._env.reset(**kwargs))
-            source = self._read_obs(obs)
+            obs, info = self._reset_output_transform(self._env.reset(**kwargs))
+            source = self.read_obs(obs)
             if self._info_dict_reader:
-                return self.read_info(info, self._output(source))
-        return self._output(source)
+                return self.read_info(info, self._build_output(source))
+        return self._build_output(source)
 
     def __getattr__(self, name: str) -> Any:  # Any: whatever the gym env holds
         try:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase, is_tensor_collection
-from torch.utils import _pytree
+from tensordict import TensorDictBase, is_tensor_collection
+
+from rl_replay import _td
 
 __all__ = ["_Layout", "_leaves_of", "_nest"]
 
@@ -31,7 +32,7 @@ def _leaves_of(data: Any) -> tuple[list[tuple[Any, torch.Tensor]], Any]:
         leaves: list[tuple[Any, torch.Tensor]] = []
         _walk(data, (), leaves)
         return leaves, None
-    leaves, spec = _pytree.tree_flatten(data)
+    leaves, spec = _td.tree_flatten(data)
     for leaf in leaves:
         if not isinstance(leaf, torch.Tensor):
             raise TypeError(
@@ -92,7 +93,7 @@ class _Layout:
         flat = {key: tensor.index_select(0, index) for key, tensor in self._pairs}
         batch_size = torch.Size((index.shape[0], *self.inner))
         if self._flat_td:  # gathered leaves of validated storage tensors: nothing to check
-            return TensorDict._new_unsafe(flat, batch_size=batch_size)
+            return _td.new_unchecked(flat, batch_size=batch_size)
         return self.build(flat, batch_size)
 
     def match(self, data: Any, lead: torch.Size) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -141,10 +142,8 @@ class _Layout:
     def build(self, flat: dict[Any, torch.Tensor], batch_size: torch.Size) -> Any:
         """Rebuild the user-facing object from gathered leaves (no re-validation)."""
         if self.tree_spec is None:
-            return TensorDict._new_unsafe(
-                _nest(flat) if self.nested else flat, batch_size=batch_size
-            )
-        return _pytree.tree_unflatten([flat[key] for key in self.keys], self.tree_spec)
+            return _td.new_unchecked(_nest(flat) if self.nested else flat, batch_size=batch_size)
+        return _td.tree_unflatten([flat[key] for key in self.keys], self.tree_spec)
 
     def _describe(self) -> str:
         return _describe(self.tree_spec)

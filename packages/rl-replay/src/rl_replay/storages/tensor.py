@@ -15,10 +15,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from tensordict import TensorDict, TensorDictBase, is_tensor_collection, unravel_key
+from tensordict import TensorDictBase, is_tensor_collection, unravel_key
 from tensordict.utils import NestedKey
-from torch.utils import _pytree
 
+from rl_replay import _td
 from rl_replay._alloc import empty_storage_tensor
 from rl_replay.checkpointers.tensor import TensorStorageCheckpointer
 from rl_replay.storages._layout import _Layout, _leaves_of, _nest
@@ -142,7 +142,7 @@ class TensorStorage(Storage):
             key: (torch.Size([*shape, *leaf.shape[data_dims:]]), leaf.dtype) for key, leaf in leaves
         }
         flat = self._allocate_leaves(specs, shape)
-        self._adopt(TensorDict._new_unsafe(_nest(flat), batch_size=shape), spec)
+        self._adopt(_td.new_unchecked(_nest(flat), batch_size=shape), spec)
 
     def _rows_for_write(self, data: Any, single: bool) -> int:
         """Allocate from ``data`` if needed; return the size of the cursor dim."""
@@ -274,7 +274,7 @@ class TensorStorage(Storage):
             "shape": list(self.shape),
             "tree_spec": None
             if layout is None or layout.tree_spec is None
-            else _pytree.treespec_dumps(layout.tree_spec),
+            else _td.treespec_dumps(layout.tree_spec),
         }
 
     def state_dict(self) -> dict[str, Any]:
@@ -346,7 +346,7 @@ class TensorStorage(Storage):
                 f"{tuple(shape)}) in {source}, found {meta['max_size']!r}. The checkpoint is corrupt."
             )
         try:
-            spec = None if meta["tree_spec"] is None else _pytree.treespec_loads(meta["tree_spec"])
+            spec = None if meta["tree_spec"] is None else _td.treespec_loads(meta["tree_spec"])
         except Exception as err:  # treespec_loads raises several types on bad input
             raise ValueError(
                 f"{name} could not read the tree_spec of {source} ({err}). The checkpoint is corrupt."
@@ -409,7 +409,7 @@ class TensorStorage(Storage):
             for key, t in td.items(True, True)
         }
         flat = self._allocate_leaves(specs, shape)
-        self._adopt(TensorDict._new_unsafe(_nest(flat), batch_size=shape), spec)
+        self._adopt(_td.new_unchecked(_nest(flat), batch_size=shape), spec)
 
     def __getstate__(self) -> dict[str, Any]:
         state = super().__getstate__()
@@ -421,7 +421,7 @@ class TensorStorage(Storage):
         spec_str = state.pop("_spec_str")
         self.__dict__.update(state)
         if self._storage is not None:
-            spec = None if spec_str is None else _pytree.treespec_loads(spec_str)
+            spec = None if spec_str is None else _td.treespec_loads(spec_str)
             self._layout = _Layout(self._storage, spec, self.ndim)
 
 
@@ -476,18 +476,16 @@ def _as_tensordict(storage: Any, ndim: int) -> tuple[TensorDictBase, Any]:
                 f"TensorStorage(ndim={ndim}) expected a container with at least {ndim} dims, "
                 f"found shape {tuple(first.shape)}."
             )
-        td = TensorDict._new_unsafe(dict(leaves), batch_size=first.shape[:ndim])
+        td = _td.new_unchecked(dict(leaves), batch_size=first.shape[:ndim])
     if td.batch_dims < ndim:
         raise ValueError(
             f"TensorStorage(ndim={ndim}) expected a container with at least {ndim} batch dims, "
             f"found batch size {tuple(td.batch_size)}."
         )
     if td.batch_dims > ndim:
-        td = TensorDict._new_unsafe(
-            _nest(dict(td.items(True, True))), batch_size=td.batch_size[:ndim]
-        )
+        td = _td.new_unchecked(_nest(dict(td.items(True, True))), batch_size=td.batch_size[:ndim])
     return td, spec
 
 
 def _rebuild(td: TensorDictBase, spec: Any) -> Any:
-    return _pytree.tree_unflatten([td.get(str(i)) for i in range(len(td.keys()))], spec)
+    return _td.tree_unflatten([td.get(str(i)) for i in range(len(td.keys()))], spec)

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 from tensordict import is_tensor_collection
-from torch.utils import _pytree
 
+from rl_replay import _td
 from rl_replay.samplers.base import dump_state, load_state
 from rl_replay.storages.base import Storage
 
@@ -106,7 +106,7 @@ def _batch_len(data: Any) -> int:
     elif isinstance(data, list):
         return len(data)
     else:
-        leaves = _pytree.tree_leaves(data)
+        leaves = _td.tree_leaves(data)
         if not leaves or not isinstance(leaves[0], torch.Tensor):
             raise ValueError(
                 f"Cannot extend with {type(data).__name__}: expected a tensor, a tensordict, a list "
@@ -125,4 +125,4 @@ def _take_last(data: Any, count: int) -> Any:
     """Keep the last ``count`` elements of ``data`` along its leading dim."""
     if isinstance(data, list) or is_tensor_collection(data) or isinstance(data, torch.Tensor):
         return data[-count:]
-    return _pytree.tree_map(lambda leaf: leaf[-count:], data)
+    return _td.tree_map(lambda leaf: leaf[-count:], data)

@@ -16,8 +16,8 @@ import torch.nn.functional as F
 from tensordict import NestedKey, TensorDictBase
 from torch import nn
 
-from rl_envs_core.td_fast import get_entry as read
-from rl_envs_core.td_fast import set_entry as write
+from rl_envs_core.extension import get_entry as read
+from rl_envs_core.extension import set_entry as write
 from rl_specs import Composite, Unbounded
 from rl_transforms._base import Transform
 from rl_transforms._key_lists import spec_del, spec_get

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from tensordict import NestedKey, TensorDictBase
 
-from rl_envs_core.td_fast import get_entry as read
+from rl_envs_core.extension import get_entry as read
 from rl_specs import Composite
 from rl_transforms._encoders._architectures import ResNetEncoder
 from rl_transforms._encoders._base import EncoderTransform

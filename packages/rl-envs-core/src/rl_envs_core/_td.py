@@ -1,4 +1,12 @@
-"""Reads and writes of plain ``TensorDict`` entries without the generic key machinery.
+"""tensordict's private API, all of it, for rl-envs-core and the packages above it.
+
+This is the one module of rl-envs-core that touches tensordict internals
+(``_tensordict``, ``_set_str``, ``_new_unsafe``, ``_td_dim_names``, ``_batch_size``,
+``_device``); each use says why the public API does not serve, and each has a
+fallback or a guard so that a tensordict release without it only costs speed. CI
+runs the unit tests on the oldest and the newest tensordict the pyprojects allow.
+
+Reads and writes of plain ``TensorDict`` entries without the generic key machinery:
 
 The per-step loop of an env touches a handful of top-level entries of tensordicts
 it built itself. ``TensorDict.get``/``set`` parse nested keys and re-validate every
@@ -6,8 +14,8 @@ value; for a plain ``TensorDict`` and a ``str`` key the same result is one dict
 access. Every helper here falls back to the public method for any other type or
 key, so callers stay correct for lazy stacks, tensorclasses and nested keys.
 
-Public for the packages that wrap envs (transforms, batched envs, adapters), whose
-per-step code has the same needs.
+Sibling distributions (transforms, batched envs, adapters), whose per-step code
+has the same needs, reach these through :mod:`rl_envs_core.extension`.
 """
 
 from __future__ import annotations
@@ -27,7 +35,10 @@ def entries(td: TensorDictBase) -> Mapping[str, object]:
         >>> sorted(entries(TensorDict({"a": torch.zeros(1)}, [])))
         ['a']
     """
-    if type(td) is TensorDict:  # its leaf dict is exactly what items() yields
+    if type(td) is TensorDict:
+        # private: items() builds an iterator and re-wraps nothing, but copying it into
+        # a dict costs a microsecond per call on the per-step path; the leaf dict is
+        # exactly what items() yields
         return td._tensordict
     return dict(td.items())
 
@@ -43,6 +54,7 @@ def get_entry(td: TensorDictBase, key: NestedKey) -> object | None:
         (tensor([1.]), None)
     """
     if type(key) is str and type(td) is TensorDict:
+        # private: the public get() parses the key and checks the default each call
         return td._tensordict.get(key)
     return td.get(key, None)
 
@@ -60,6 +72,7 @@ def set_entry(td: TensorDictBase, key: NestedKey, value: torch.Tensor) -> None:
         [('b', 'c'), 'a']
     """
     if type(key) is str and type(td) is TensorDict:
+        # private: set() parses the key and walks the nested-key machinery first
         td._set_str(key, value, inplace=False, validated=False)
     else:
         td.set(key, value)
@@ -88,9 +101,59 @@ def set_child(parent: TensorDictBase, key: str, child: TensorDictBase) -> None:
         and child._batch_size == parent._batch_size
         and (parent._device is None or child._device == parent._device)
     ):
+        # private (dim names, batch size, device, validated set): the public set()
+        # re-checks what the guard above already established
         parent._set_str(key, child, inplace=False, validated=True)
     else:
         parent.set(key, child)
+
+
+def set_validated(td: TensorDict, key: str, value: torch.Tensor) -> None:
+    """Replace the entry ``key`` of a plain ``TensorDict`` by a value known to fit.
+
+    For values with the shape, dtype and device of the entry they replace (masked
+    merges): the public ``set`` would validate each one again.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"a": torch.zeros(2)}, [2])
+        >>> set_validated(td, "a", torch.ones(2))
+        >>> td["a"]
+        tensor([1., 1.])
+    """
+    # private: set(..., validated) is not public; the caller guarantees the checks pass
+    td._set_str(key, value, inplace=False, validated=True)
+
+
+#: TensorDict's constructor without per-entry checks (the public one where a
+#: tensordict release lacks it): for sources built from validated entries
+_new_unchecked = getattr(TensorDict, "_new_unsafe", None)
+
+
+def new_unchecked(
+    source: dict,
+    batch_size: torch.Size,
+    device: torch.device | None = None,
+    *,
+    nested: bool = True,
+) -> TensorDict:
+    """``TensorDict(source, batch_size, device)`` without re-checking each entry.
+
+    For sources whose tensors already have the batch size as leading dims and live
+    on ``device`` (entries of validated tensordicts, values built for the specs):
+    the public constructor checks every entry again, which costs as much as a cheap
+    env's dynamics. ``nested=False``: ``source`` holds no plain dicts to convert.
+
+    Examples:
+        >>> import torch
+        >>> new_unchecked({"a": torch.zeros(3, 1)}, torch.Size([3])).batch_size
+        torch.Size([3])
+    """
+    if _new_unchecked is None:  # public fallback
+        return TensorDict(source, batch_size=batch_size, device=device)
+    # private: _new_unsafe is the constructor without per-entry validation
+    return _new_unchecked(source, batch_size=batch_size, device=device, nested=nested)
 
 
 def any_true(value: torch.Tensor) -> bool:

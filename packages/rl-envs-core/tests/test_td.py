@@ -7,7 +7,14 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDict
 
 from rl_envs_core import step_mdp
-from rl_envs_core.td_fast import any_true, entries, get_entry, set_child, set_entry
+from rl_envs_core.extension import (
+    any_true,
+    complete_done,
+    entries,
+    get_entry,
+    set_child,
+    set_entry,
+)
 from rl_envs_core.testing import CountingEnv
 
 
@@ -168,7 +175,7 @@ class TestCompleteDone:
             truncated=torch.tensor([True]),
         )
         before = dict(out.items())
-        env._complete_done(out, fill_zeros=True)
+        complete_done(env, out, fill_zeros=True)
         assert all(out.get(key) is value for key, value in before.items())
 
     @pytest.mark.parametrize("lazy", [False, True])
@@ -177,5 +184,5 @@ class TestCompleteDone:
         out = self._output(done=torch.tensor([True]))
         if lazy:
             out = LazyStackedTensorDict.lazy_stack([out], 0)[0]
-        env._complete_done(out, fill_zeros=True)
+        complete_done(env, out, fill_zeros=True)
         assert out.get("terminated").item() and not out.get("truncated").item()
