@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from rl_replay._buffer import ReplayBuffer
 from rl_replay._ensemble import ReplayBufferEnsemble, StorageEnsemble, WriterEnsemble
+from rl_replay._rate_limiters import (
+    MinSize,
+    Queue,
+    RateLimiter,
+    RateLimitTimeoutError,
+    SampleToInsertRatio,
+)
+from rl_replay._ray_backend import ReplayActorDiedError
+from rl_replay._ray_buffer import RayReplayBuffer
 from rl_replay._tensordict_buffers import (
     PrioritizedReplayBuffer,
     TensorDictPrioritizedReplayBuffer,
@@ -46,6 +55,13 @@ from rl_replay.writers import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "RayReplayBuffer",
+    "ReplayActorDiedError",
+    "SampleToInsertRatio",
+    "RateLimitTimeoutError",
+    "RateLimiter",
+    "Queue",
+    "MinSize",
     "FlatStorageCheckpointer",
     "H5StorageCheckpointer",
     "ImmutableDatasetWriter",
