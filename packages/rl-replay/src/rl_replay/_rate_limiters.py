@@ -59,12 +59,15 @@ class RateLimiter:
 
     Examples:
         >>> limiter = RateLimiter(samples_per_insert=2.0, min_size_to_sample=1, min_diff=0.0, max_diff=4.0)
-        >>> limiter.insert(2, timeout=0)  # diff 4: two items may still be sampled twice each
+        >>> limiter.insert(5, timeout=0)  # only 2 granted: diff would leave [0, 4]
         2
-        >>> limiter.insert(1, timeout=0)
-        0
         >>> limiter.sample(3, timeout=0); limiter.stats()["diff"]
         1.0
+        >>> try:
+        ...     limiter.sample(2, timeout=0.01)  # diff would be -1 < min_diff
+        ... except RateLimitTimeoutError as err:
+        ...     print(err.op, err.stats["diff"])
+        sample 1.0
     """
 
     def __init__(

@@ -158,6 +158,9 @@ class RayReplayBuffer:
         }
         options = {"num_cpus": 0, **(remote_config or {}), "max_restarts": max_restarts}
         remote_cls = _remote_shard_class(ray).options(**options)
+        # Ray rebuilds a restarted shard from its constructor arguments: they stay in the
+        # object store (and in scope) while this buffer lives.
+        self._kwargs_ref = ray.put(kwargs)
         self._actors = []
         for shard in range(num_shards):
             folder = (
@@ -165,7 +168,7 @@ class RayReplayBuffer:
             )
             self._actors.append(
                 remote_cls.remote(
-                    kwargs,
+                    self._kwargs_ref,
                     rate_limiter=rate_limiter,
                     checkpoint_dir=folder,
                     checkpoint_every=checkpoint_every,
@@ -198,6 +201,8 @@ class RayReplayBuffer:
         self._restarts = [0] * self._num_shards
         self._lost = [0] * self._num_shards
         self._dead = [False] * self._num_shards
+        self._recovering = [False] * self._num_shards
+        self._restored_from: list[str | None] = [None] * self._num_shards
 
     # ------------------------------------------------------------ plumbing
     def _get(self, ref: Any, shard: int) -> Any:
@@ -224,7 +229,6 @@ class RayReplayBuffer:
         self._known_inserts[shard] = max(self._known_inserts[shard], meta[3])
 
     def _on_death(self, shard: int, err: BaseException) -> None:
-        ray = import_ray("RayReplayBuffer")
         known = self._known_inserts[shard]
         if self._max_restarts == 0:
             self._dead[shard] = True
@@ -235,6 +239,29 @@ class RayReplayBuffer:
                 shard=shard,
                 lost_inserts=known,
             ) from None
+        self._recovering[shard] = True
+        raise ReplayActorDiedError(
+            f"RayReplayBuffer shard {shard} died ({type(err).__name__}); Ray is restarting it. "
+            "The call that hit the dead shard did not happen; the next call waits for the shard "
+            "and restores its last checkpoint (dumps() or checkpoint_dir); rb.stats() then "
+            "reports the items lost since that checkpoint.",
+            shard=shard,
+            restarted=True,
+            lost_inserts=known,
+        ) from None
+
+    def _live(self) -> list[Any]:
+        return [self._actor(shard) for shard in range(self._num_shards)]
+
+    def _actor(self, shard: int) -> Any:  # Any: a Ray actor handle
+        """The shard's actor, restored first if it was restarted since the last call."""
+        if self._recovering[shard]:
+            self._recover(shard)
+        return self._actors[shard]
+
+    def _recover(self, shard: int) -> None:
+        """Wait for Ray to restart the shard, restore its last checkpoint, count the loss."""
+        ray = import_ray("RayReplayBuffer")
         deadline = time.monotonic() + _RESTART_WAIT
         actor = self._actors[shard]
         while True:
@@ -244,11 +271,12 @@ class RayReplayBuffer:
             except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
                 if time.monotonic() > deadline:
                     self._dead[shard] = True
+                    self._recovering[shard] = False
                     raise ReplayActorDiedError(
                         f"RayReplayBuffer shard {shard} died and did not come back within "
                         f"{_RESTART_WAIT}s (max_restarts={self._max_restarts} may be spent).",
                         shard=shard,
-                        lost_inserts=known,
+                        lost_inserts=self._known_inserts[shard],
                     ) from None
                 time.sleep(0.05)
         record = stats["restored"]
@@ -256,21 +284,12 @@ class RayReplayBuffer:
         if explicit is not None and (record is None or explicit["time"] > record["time"]):
             record = ray.get(actor.loads.remote(explicit["path"]))
         restored_inserts = record["inserts"] if record else 0
-        lost = max(known - restored_inserts, 0)
+        self._lost[shard] += max(self._known_inserts[shard] - restored_inserts, 0)
         self._restarts[shard] += 1
-        self._lost[shard] += lost
+        self._restored_from[shard] = record["path"] if record else None
         self._known_inserts[shard] = restored_inserts
         self._metas[shard] = ray.get(actor.ping.remote())
-        source = record["path"] if record else "nothing (no checkpoint)"
-        raise ReplayActorDiedError(
-            f"RayReplayBuffer shard {shard} died ({type(err).__name__}) and was restarted from "
-            f"{source}: {restored_inserts} inserted items restored, {lost} lost. The call that "
-            "hit the dead shard did not happen; retry it.",
-            shard=shard,
-            restarted=True,
-            restored_from=record["path"] if record else None,
-            lost_inserts=lost,
-        ) from None
+        self._recovering[shard] = False
 
     def _flush(self) -> None:
         while self._pending:
@@ -319,7 +338,7 @@ class RayReplayBuffer:
 
     def __len__(self) -> int:
         self._flush()
-        refs = [actor.len.remote() for actor in self._actors]
+        refs = [actor.len.remote() for actor in self._live()]
         return sum(self._get_all(refs))
 
     def __repr__(self) -> str:
@@ -336,7 +355,7 @@ class RayReplayBuffer:
             ReplayActorDiedError: if the shard died.
         """
         shard = next(self._next_shard)
-        ref = self._actors[shard].add.options(concurrency_group="write").remote(pack(data))
+        ref = self._actor(shard).add.options(concurrency_group="write").remote(pack(data))
         index, meta = self._get(ref, shard)
         self._set_meta(shard, meta)
         return self._global_index(index, shard)
@@ -352,7 +371,7 @@ class RayReplayBuffer:
             ReplayActorDiedError: if the shard died.
         """
         shard = next(self._next_shard)
-        ref = self._actors[shard].extend.options(concurrency_group="write").remote(pack(data))
+        ref = self._actor(shard).extend.options(concurrency_group="write").remote(pack(data))
         if not self._write_behind:
             return self._finish_write(ref, shard)
         self._pending.append((ref, shard))
@@ -369,7 +388,7 @@ class RayReplayBuffer:
                 isinstance(value, torch.Tensor) or is_tensor_collection(value)
             ):
                 part = value[self._route(index)[shard][0]]
-            self._get(self._actors[shard].setitem.remote(pack(local), pack(part)), shard)
+            self._get(self._actor(shard).setitem.remote(pack(local), pack(part)), shard)
 
     def __getitem__(self, index: Any) -> Any:  # Any: as for ReplayBuffer
         self._flush()
@@ -378,7 +397,7 @@ class RayReplayBuffer:
                 "Indexing a sharded RayReplayBuffer is not supported; sample from it, or "
                 "read a shard's content with num_shards=1."
             )
-        return unpack(self._get(self._actors[0].getitem.remote(pack(index)), 0), copy=True)
+        return unpack(self._get(self._actor(0).getitem.remote(pack(index)), 0), copy=True)
 
     def update_priority(self, index: Any, priority: Any) -> None:  # Any: as for ReplayBuffer
         """Send new priorities to the shards holding ``index`` (global indices)."""
@@ -387,7 +406,7 @@ class RayReplayBuffer:
         refs, shards = [], []
         for shard, (where, local) in self._route(index).items():
             part = priority if where is None or priority.ndim == 0 else priority.reshape(-1)[where]
-            refs.append(self._actors[shard].update_priority.remote(pack(local), pack(part)))
+            refs.append(self._actor(shard).update_priority.remote(pack(local), pack(part)))
             shards.append(shard)
         for shard, meta in zip(shards, self._get_all(refs, shards), strict=True):
             self._set_meta(shard, meta)
@@ -426,14 +445,14 @@ class RayReplayBuffer:
         if self._num_shards == 1:
             counts = [batch_size]
         else:
-            metas = self._get_all([actor.ping.remote() for actor in self._actors])
+            metas = self._get_all([actor.ping.remote() for actor in self._live()])
             for shard, meta in enumerate(metas):
                 self._set_meta(shard, meta)
             counts = self._split(batch_size, [meta[1] for meta in metas])
         return [
             (
                 shard,
-                self._actors[shard].sample.options(concurrency_group="read").remote(count, True),
+                self._actor(shard).sample.options(concurrency_group="read").remote(count, True),
             )
             for shard, count in enumerate(counts)
             if count
@@ -492,7 +511,7 @@ class RayReplayBuffer:
         """Remove every element of every shard; the rate limiters start over."""
         self._flush()
         self._prefetched.clear()
-        metas = self._get_all([actor.empty.remote() for actor in self._actors])
+        metas = self._get_all([actor.empty.remote() for actor in self._live()])
         for shard, meta in enumerate(metas):
             self._metas[shard] = meta
             self._known_inserts[shard] = 0
@@ -500,10 +519,11 @@ class RayReplayBuffer:
     def stats(self) -> dict[str, Any]:
         """Length, counters and rate limits, in total and per shard."""
         self._flush()
-        shards = self._get_all([actor.stats.remote() for actor in self._actors])
+        shards = self._get_all([actor.stats.remote() for actor in self._live()])
         for shard, stat in enumerate(shards):
             stat["restarts"] = self._restarts[shard]
             stat["lost_inserts"] = self._lost[shard]
+            stat["restored_from"] = self._restored_from[shard]
         return {
             "num_shards": self._num_shards,
             "len": sum(s["len"] for s in shards),
@@ -518,7 +538,7 @@ class RayReplayBuffer:
     def state_dict(self) -> dict[str, Any]:
         """The state of every shard (``{"shards": [...]}``)."""
         self._flush()
-        return {"shards": self._get_all([actor.state_dict.remote() for actor in self._actors])}
+        return {"shards": self._get_all([actor.state_dict.remote() for actor in self._live()])}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the output of :meth:`state_dict`.
@@ -532,7 +552,7 @@ class RayReplayBuffer:
                 f"RayReplayBuffer.load_state_dict expected {self._num_shards} shard states, got "
                 f"{len(shards)}. Build the buffer with num_shards={len(shards)}."
             )
-        refs = [a.load_state_dict.remote(s) for a, s in zip(self._actors, shards, strict=True)]
+        refs = [a.load_state_dict.remote(s) for a, s in zip(self._live(), shards, strict=True)]
         for shard, meta in enumerate(self._get_all(refs)):
             self._set_meta(shard, meta)
 
@@ -543,7 +563,7 @@ class RayReplayBuffer:
         periodic checkpoint.
         """
         self._flush()
-        refs = [a.dumps.remote(str(Path(path) / f"shard_{i}")) for i, a in enumerate(self._actors)]
+        refs = [a.dumps.remote(str(Path(path) / f"shard_{i}")) for i, a in enumerate(self._live())]
         self._last_dumps = self._get_all(refs)
 
     def loads(self, path: str | Path) -> None:
@@ -554,9 +574,9 @@ class RayReplayBuffer:
             ValueError: if a file is truncated or does not fit this buffer.
         """
         self._flush()
-        refs = [a.loads.remote(str(Path(path) / f"shard_{i}")) for i, a in enumerate(self._actors)]
+        refs = [a.loads.remote(str(Path(path) / f"shard_{i}")) for i, a in enumerate(self._live())]
         self._get_all(refs)
-        self._metas = self._get_all([actor.ping.remote() for actor in self._actors])
+        self._metas = self._get_all([actor.ping.remote() for actor in self._live()])
 
     # ------------------------------------------------------------ lifetime
     def _kill(self) -> None:
@@ -611,9 +631,7 @@ _REMOTE_SHARD: list[Any] = []
 def _remote_shard_class(ray: Any) -> Any:  # Any: ray's actor class
     """``BufferShard`` as a Ray actor class (made once per process)."""
     if not _REMOTE_SHARD:
-        _REMOTE_SHARD.append(
-            ray.remote(concurrency_groups=_GROUPS, max_concurrency=2)(BufferShard)
-        )
+        _REMOTE_SHARD.append(ray.remote(concurrency_groups=_GROUPS, max_concurrency=2)(BufferShard))
     return _REMOTE_SHARD[0]
 
 

@@ -11,6 +11,7 @@ object store moves without pickling their bytes).
 from __future__ import annotations
 
 import functools
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -168,7 +169,6 @@ class BufferShard:
         return self.meta()
 
     def pid(self) -> int:
-        import os
 
         return os.getpid()
 
