@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import pytest
 
@@ -62,6 +64,7 @@ TORCHRL_PATHS = [
     "rl_stack.record.loggers.utils",
     "rl_stack.collectors.collectors",
     "rl_stack.collectors.utils",
+    "rl_stack.collectors.distributed",
 ]
 
 
@@ -106,3 +109,17 @@ def test_collectors_facade_reexports_the_collectors_and_random_policy():
         assert name in rl_stack.collectors.__all__
     assert rl_stack.collectors.RandomPolicy is rl_envs_core.RandomPolicy
     assert rl_stack.collectors.Collector is rl_stack.collectors.SyncDataCollector
+
+
+def test_ray_names_are_reexported_without_importing_ray():
+    code = (
+        "import sys, rl_stack.data, rl_stack.collectors, rl_stack.collectors.distributed as d, "
+        "rl_replay, rl_batched_envs\n"
+        "assert rl_stack.data.RayReplayBuffer is rl_replay.RayReplayBuffer\n"
+        "for name in ('MinSize', 'SampleToInsertRatio', 'Queue', 'RateLimitTimeoutError'):\n"
+        "    assert getattr(rl_stack.data, name) is getattr(rl_replay, name)\n"
+        "assert rl_stack.collectors.RayCollector is d.RayCollector is rl_batched_envs.RayCollector\n"
+        "print('ray' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

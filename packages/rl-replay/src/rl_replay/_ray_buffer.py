@@ -182,7 +182,10 @@ class RayReplayBuffer:
         self._max_restarts = max_restarts
         self._client_state()
         try:
-            described = self._get_all([a.describe.remote() for a in self._actors])
+            described = ray.get([a.describe.remote() for a in self._actors])
+        except ray.exceptions.RayActorError as err:  # the shard's constructor raised
+            self._kill()
+            reraise(err.args[0] if err.args and isinstance(err.args[0], BaseException) else err)
         except BaseException:
             self._kill()
             raise
