@@ -50,7 +50,11 @@ def _ted(count: int):
             "observation": torch.randn(count, OBS),
             "action": torch.randn(count, ACT),
             **flags,
-            "next": {"observation": torch.randn(count, OBS), "reward": torch.randn(count, 1), **flags},
+            "next": {
+                "observation": torch.randn(count, OBS),
+                "reward": torch.randn(count, 1),
+                **flags,
+            },
         },
         [count],
     )
@@ -143,7 +147,10 @@ WORKLOADS = [
     ),
     Workload(
         f"RayReplayBuffer(write_behind=8).extend({CHUNK}) TED",
-        setups={"rl_stack": _extend(functools.partial(_ours, write_behind=8)), "floor": _extend(_local)},
+        setups={
+            "rl_stack": _extend(functools.partial(_ours, write_behind=8)),
+            "floor": _extend(_local),
+        },
         items=CHUNK,
         unit="transitions",
     ),
@@ -155,7 +162,10 @@ WORKLOADS = [
     ),
     Workload(
         f"RayReplayBuffer(prefetch=4).sample({BATCH}) TED",
-        setups={"rl_stack": _sample(functools.partial(_ours, prefetch=4)), "floor": _sample(_local)},
+        setups={
+            "rl_stack": _sample(functools.partial(_ours, prefetch=4)),
+            "floor": _sample(_local),
+        },
         items=BATCH,
         unit="transitions",
     ),
@@ -224,7 +234,9 @@ def print_simulation() -> None:
             (1, 1, 1), (1, 1, 8), (1, 2, 8), (4, 1, 1), (4, 2, 1), (4, 4, 1), (8, 4, 2), (8, 8, 2),
         ):  # fmt: skip
             rate = simulate(clients, shards, in_flight, op)
-            print(f"| {op} | {clients} | {shards} | {in_flight} | {rate:,.0f} | {rate * items:,.0f} |")
+            print(
+                f"| {op} | {clients} | {shards} | {in_flight} | {rate:,.0f} | {rate * items:,.0f} |"
+            )
 
 
 if __name__ == "__main__":

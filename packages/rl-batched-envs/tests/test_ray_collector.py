@@ -86,14 +86,21 @@ class TestRayCollector:
         collector.update_policy_weights_(TensorDict({"offset": torch.tensor(0.0)}))
         assert (collector.next()["action"] == 0).all()
 
-    def test_async_yields_each_collectors_batch(self):
-        col = RayCollector([CountingEnv, CountingEnv], frames_per_batch=4, total_frames=16, sync=False)
+    def test_async_yields_each_collectors_batch_and_shutdown_releases_the_actors(self):
+        col = RayCollector(
+            [CountingEnv, CountingEnv], frames_per_batch=4, total_frames=16, sync=False
+        )
+        ids = [actor._actor_id.hex() for actor in col._actors]
         try:
             batches = list(col)
             assert [b.batch_size for b in batches] == [torch.Size([4])] * 4
             assert sum(col.frames_per_collector) == 16
         finally:
             col.shutdown()
+        col.shutdown()  # idempotent
+        # ray._private.state is the only actor table reachable without the dashboard
+        table = ray._private.state.actors()
+        assert all(table[i]["State"] == "DEAD" for i in ids)
 
     def test_a_driver_side_buffer_gets_every_batch(self):
         rb = _ListBuffer()
@@ -133,15 +140,6 @@ class TestRayCollector:
     def test_bad_arguments(self, kwargs, error):
         with pytest.raises(error):
             RayCollector(CountingEnv, **kwargs)
-
-    def test_shutdown_releases_the_actors(self):
-        col = RayCollector([CountingEnv, CountingEnv], frames_per_batch=4)
-        ids = [actor._actor_id.hex() for actor in col._actors]
-        col.shutdown()
-        col.shutdown()  # idempotent
-        # ray._private.state is the only actor table reachable without the dashboard
-        table = ray._private.state.actors()
-        assert all(table[i]["State"] == "DEAD" for i in ids)
 
 
 def test_without_ray_the_error_names_the_extra():

@@ -56,7 +56,9 @@ class TestSampleToInsertRatio:
             limiter.sample(1, timeout=0.01)
 
     def test_the_ratio_holds_between_threads(self):
-        limiter = SampleToInsertRatio(samples_per_insert=4.0, min_size_to_sample=10, error_buffer=20)
+        limiter = SampleToInsertRatio(
+            samples_per_insert=4.0, min_size_to_sample=10, error_buffer=20
+        )
 
         def writer():
             for _ in range(200):

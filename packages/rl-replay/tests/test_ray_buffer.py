@@ -38,6 +38,34 @@ def cluster():
     ray.shutdown()
 
 
+@pytest.fixture(scope="module")
+def plain():
+    """One shard, reused (emptied) by the tests that need no special configuration."""
+    rb = RayReplayBuffer(storage=LazyTensorStorage(100), batch_size=4)
+    yield rb
+    rb.shutdown()
+
+
+@pytest.fixture(scope="module")
+def sharded():
+    """Two shards, reused (emptied) likewise: every actor costs a worker process."""
+    rb = RayReplayBuffer(storage=LazyTensorStorage(64), num_shards=2, batch_size=4)
+    yield rb
+    rb.shutdown()
+
+
+@pytest.fixture
+def rb(plain):
+    plain.empty()
+    return plain
+
+
+@pytest.fixture
+def rb2(sharded):
+    sharded.empty()
+    return sharded
+
+
 @pytest.fixture
 def buffers():
     """Every buffer a test builds is shut down after it, even when it fails."""
@@ -53,6 +81,14 @@ def buffers():
         rb.shutdown()
 
 
+def _td(start, stop):
+    """The one layout written to the shared ``plain`` buffer (a storage keeps its first keys)."""
+    n = stop - start
+    return TensorDict(
+        {"obs": torch.arange(start, stop).float(), ("next", "r"): torch.ones(n, 2)}, [n]
+    )
+
+
 def _pid(rb, shard=0):
     return ray.get(rb._actors[shard].pid.remote())
 
@@ -62,13 +98,12 @@ def _kill(rb, shard=0):
 
 
 class TestAPI:
-    def test_same_calls_as_the_local_buffer(self, buffers):
-        rb = buffers(storage=LazyTensorStorage(20), batch_size=5)
-        data = TensorDict({"obs": torch.arange(12).float(), ("next", "r"): torch.ones(12, 2)}, [12])
+    def test_same_calls_as_the_local_buffer(self, rb):
+        data = _td(0, 12)
         assert rb.extend(data).tolist() == list(range(12))
         assert rb.add(data[0]) == 12
         assert len(rb) == 13
-        sample, info = rb.sample(return_info=True)
+        sample, info = rb.sample(5, return_info=True)
         assert sample.batch_size == torch.Size([5]) and sample["next", "r"].shape == (5, 2)
         assert torch.equal(sample["obs"], info["index"].float() % 12)
         assert rb[3]["obs"].item() == 3.0 and rb[:4]["obs"].tolist() == [0, 1, 2, 3]
@@ -81,11 +116,10 @@ class TestAPI:
         rb.extend([torch.tensor(1), torch.tensor(2)])
         assert set(rb.sample().tolist()) <= {10, 20}
 
-    def test_bad_input_is_the_local_error(self, buffers):
-        rb = buffers(storage=LazyTensorStorage(10))
+    def test_bad_input_is_the_local_error(self, rb):
+        rb.extend(_td(0, 3))
         with pytest.raises(ValueError, match="batch_size"):
-            rb.sample()
-        rb.extend(TensorDict({"a": torch.zeros(3)}, [3]))
+            rb.sample(0)
         with pytest.raises(KeyError):
             rb.extend(TensorDict({"b": torch.zeros(3)}, [3]))
         assert len(rb) == 3
@@ -93,26 +127,29 @@ class TestAPI:
     @pytest.mark.parametrize(
         "kwargs, match",
         [({"num_shards": 0}, "num_shards"), ({"rate_limiter": 3}, "rate_limiter"),
-         ({"checkpoint_every": 5}, "checkpoint_dir"), ({"prefetch": 0}, "prefetch")],
+         ({"checkpoint_every": 5}, "checkpoint_dir"), ({"prefetch": 0}, "prefetch"),
+         ({"num_shards": 2, "sampler": SliceSampler(num_slices=2, traj_key="episode")}, "slice_len"),
+         ({"rate_limiter": Queue(8)}, "Queue")],
     )  # fmt: skip
     def test_bad_arguments(self, kwargs, match):
         with pytest.raises(ValueError, match=match):
             RayReplayBuffer(storage=LazyTensorStorage(4), **kwargs)
 
-    def test_state_dict_dumps_loads(self, buffers, tmp_path):
-        rb = buffers(storage=LazyTensorStorage(10), num_shards=2, batch_size=2)
-        rb.extend(torch.arange(4))
-        rb.extend(torch.arange(4, 7))
-        state = rb.state_dict()
-        rb.dumps(tmp_path / "ckpt")
-        other = buffers(storage=LazyTensorStorage(10), num_shards=2, batch_size=2)
-        other.loads(tmp_path / "ckpt")
-        assert len(other) == 7
-        third = buffers(storage=LazyTensorStorage(10), num_shards=2)
-        third.load_state_dict(state)
-        assert third.stats()["inserts"] == 7
+    def test_state_dict_dumps_loads(self, rb, rb2, tmp_path):
+        rb2.extend(torch.arange(4))
+        rb2.extend(torch.arange(4, 7))
+        state = rb2.state_dict()
+        rb2.dumps(tmp_path / "ckpt")
+        rb2.empty()
+        rb2.loads(tmp_path / "ckpt")
+        assert len(rb2) == 7
+        rb2.empty()
+        rb2.load_state_dict(state)
+        assert rb2.stats()["inserts"] == 7 and sorted(rb2.sample(64).unique().tolist()) == list(
+            range(7)
+        )
         with pytest.raises(ValueError, match="num_shards=2"):
-            buffers(storage=LazyTensorStorage(10)).load_state_dict(state)
+            rb.load_state_dict(state)
 
     def test_prefetch_and_write_behind(self, buffers):
         rb = buffers(storage=LazyTensorStorage(100), batch_size=4, prefetch=2, write_behind=3)
@@ -121,24 +158,23 @@ class TestAPI:
         assert all(rb.sample().shape == (4,) for _ in range(6))
         assert len(rb) == 50
 
-    def test_a_pickled_copy_is_a_client(self, buffers):
-        rb = buffers(storage=LazyTensorStorage(10))
+    def test_a_pickled_copy_is_a_client(self, rb):
         copy = pickle.loads(pickle.dumps(rb))
-        copy.extend(torch.arange(3))
+        copy.extend(_td(0, 3))
         copy.shutdown()  # a copy never kills the actors
         assert len(rb) == 3
 
 
 class TestSampling:
-    def test_uniform_over_shards_of_different_sizes(self, buffers):
+    def test_uniform_over_shards_of_different_sizes(self, rb2):
         torch.manual_seed(0)
-        rb = buffers(storage=LazyTensorStorage(64), num_shards=2, batch_size=500)
+        rb = rb2
         rb.extend(torch.arange(30))  # shard 0
         rb.extend(torch.arange(30, 40))  # shard 1
         counts = torch.zeros(40)
         shard1 = 0
         for _ in range(20):
-            sample, info = rb.sample(return_info=True)
+            sample, info = rb.sample(500, return_info=True)
             counts += torch.bincount(sample, minlength=40)
             shard1 += int((info["shard"] == 1).sum())
         expected = 20 * 500 / 40
@@ -171,58 +207,49 @@ class TestSampling:
         data = TensorDict(
             {"episode": torch.arange(4).repeat_interleave(10), "step": torch.arange(40)}, [40]
         )
-        for shards in (1, 2):
-            rb = buffers(
-                storage=LazyTensorStorage(40),
-                sampler=SliceSampler(slice_len=5, traj_key="episode"),
-                num_shards=shards,
-                batch_size=20,
-            )
-            rb.extend(data[:20])
-            rb.extend(data[20:])
+        rb = buffers(
+            storage=LazyTensorStorage(40),
+            sampler=SliceSampler(slice_len=5, traj_key="episode"),
+            num_shards=2,
+            batch_size=20,
+        )
+        rb.extend(data[:20])
+        rb.extend(data[20:])
+        for _ in range(5):
             sample = rb.sample().view(4, 5)
             assert (sample["episode"] == sample["episode"][:, :1]).all()
             assert (sample["step"].diff(dim=1) == 1).all()
 
-    def test_slices_by_count_refuse_sharding(self, buffers):
-        rb = buffers(
-            storage=LazyTensorStorage(40),
-            sampler=SliceSampler(num_slices=2, traj_key="episode"),
-            num_shards=2,
-            batch_size=8,
-        )
-        rb.extend(TensorDict({"episode": torch.zeros(8)}, [8]))
-        with pytest.raises(ValueError, match="slice_len"):
-            rb.sample()
-
 
 class TestRateLimits:
-    def test_min_size_blocks_then_times_out(self, buffers):
-        rb = buffers(storage=LazyTensorStorage(100), batch_size=2, rate_limiter=MinSize(5), timeout=0.2)
+    def test_min_size_blocks_times_out_and_wakes_up(self, buffers):
+        rb = buffers(
+            storage=LazyTensorStorage(100), batch_size=2, rate_limiter=MinSize(5), timeout=1.0
+        )
         rb.extend(torch.arange(3))
         start = time.monotonic()
         with pytest.raises(RateLimitTimeoutError, match="Insert more data") as info:
             rb.sample()
-        assert 0.2 <= time.monotonic() - start < 2.0
+        assert 1.0 <= time.monotonic() - start < 3.0
         assert info.value.op == "sample"
         stats = rb.stats()["shards"][0]["rate_limiter"]
         assert stats["blocked_samples"] == 1 and stats["samples"] == 0
-
-    def test_a_blocked_sample_goes_ahead_when_data_arrives(self, buffers):
-        rb = buffers(storage=LazyTensorStorage(100), batch_size=2, rate_limiter=MinSize(4), timeout=10)
-        writer = pickle.loads(pickle.dumps(rb))  # a second client, as a collector would hold
+        # a learner waiting in another thread goes ahead when a writer (another client,
+        # as a collector would hold) brings the data
+        writer = pickle.loads(pickle.dumps(rb))
         out = []
         learner = threading.Thread(target=lambda: out.append(rb.sample()))
         learner.start()
-        time.sleep(0.3)
-        assert not out
-        writer.extend(torch.arange(4))
+        time.sleep(0.05)
+        writer.extend(torch.arange(2))
         learner.join(10)
         assert out and out[0].shape == (2,)
 
     def test_sample_to_insert_ratio_blocks_writers(self, buffers):
         limiter = SampleToInsertRatio(samples_per_insert=2.0, min_size_to_sample=4, error_buffer=8)
-        rb = buffers(storage=LazyTensorStorage(100), batch_size=4, rate_limiter=limiter, timeout=0.2)
+        rb = buffers(
+            storage=LazyTensorStorage(100), batch_size=4, rate_limiter=limiter, timeout=0.2
+        )
         rb.extend(torch.arange(8))  # diff 16 = target 8 + error buffer 8
         with pytest.raises(RateLimitTimeoutError, match="Sample more"):
             rb.extend(torch.arange(1))
@@ -242,19 +269,16 @@ class TestRateLimits:
         assert rb.stats()["shards"][0]["queue_size"] == 2
         with pytest.raises(RateLimitTimeoutError):
             rb.sample(3)
-        with pytest.raises(ValueError, match="Queue"):
-            RayReplayBuffer(storage=LazyTensorStorage(4), rate_limiter=Queue(8))
 
 
 class TestShards:
-    def test_writes_are_routed_in_turn(self, buffers):
-        rb = buffers(storage=LazyTensorStorage(10), num_shards=3)
-        indices = [rb.extend(torch.arange(2)).tolist() for _ in range(4)]
-        assert indices == [[0, 1], [10, 11], [20, 21], [2, 3]]
-        assert [s["len"] for s in rb.stats()["shards"]] == [4, 2, 2]
-        assert len(rb) == 8
+    def test_writes_are_routed_in_turn(self, rb2):
+        indices = [rb2.extend(torch.arange(2)).tolist() for _ in range(3)]
+        assert indices == [[0, 1], [64, 65], [2, 3]]
+        assert [s["len"] for s in rb2.stats()["shards"]] == [4, 2]
+        assert len(rb2) == 6
         with pytest.raises(NotImplementedError, match="sharded"):
-            rb[0]
+            rb2[0]
 
 
 class TestFaults:
@@ -290,7 +314,9 @@ class TestFaults:
         start = time.monotonic()
         with pytest.raises(ReplayActorDiedError) as info:
             rb.extend(torch.arange(10, 12))
-        assert time.monotonic() - start < 2.0 and info.value.restarted
+        # the dead call fails at once (2 s on a quiet machine, see the test above; slack
+        # here for a loaded one)
+        assert time.monotonic() - start < 5.0 and info.value.restarted
         assert len(rb) == 6  # waits for the restart, then restores
         stats = rb.stats()
         assert (stats["restarts"], stats["lost_inserts"]) == (1, 4)
@@ -307,7 +333,7 @@ class TestFaults:
         assert reborn.restored["inserts"] == 8 and len(reborn.rb) == 8
 
     def test_shutdown_leaves_no_actor(self):
-        rb = RayReplayBuffer(storage=LazyTensorStorage(10), num_shards=2)
+        rb = RayReplayBuffer(storage=LazyTensorStorage(10))
         ids = [actor._actor_id.hex() for actor in rb._actors]
         rb.shutdown()
         rb.shutdown()  # idempotent

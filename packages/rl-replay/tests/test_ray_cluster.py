@@ -63,12 +63,17 @@ def head():
 
 def test_a_buffer_on_a_cluster_joined_by_address(head):
     assert ray.get_runtime_context().gcs_address.endswith(head.split(":")[1])
-    rb = RayReplayBuffer(storage=LazyTensorStorage(50), batch_size=4, num_shards=2, rate_limiter=MinSize(4))
+    rb = RayReplayBuffer(
+        storage=LazyTensorStorage(50), batch_size=4, num_shards=2, rate_limiter=MinSize(2)
+    )
     try:
         rb.extend(torch.arange(3))
         rb.extend(torch.arange(3, 6))
         sample = rb.sample()
         assert sample.shape == (4,) and set(sample.tolist()) <= set(range(6))
-        assert rb.stats()["inserts"] == 6
+        stats = rb.stats()  # each shard has its own limiter: 3 items each, MinSize(2)
+        assert (
+            stats["inserts"] == 6 and stats["shards"][1]["rate_limiter"]["min_size_to_sample"] == 2
+        )
     finally:
         rb.shutdown()

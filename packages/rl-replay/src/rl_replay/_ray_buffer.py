@@ -142,6 +142,7 @@ class RayReplayBuffer:
                 f"RayReplayBuffer expected rate_limiter to be a RateLimiter (MinSize, "
                 f"SampleToInsertRatio, Queue), got {type(rate_limiter).__name__}."
             )
+        _check_layout(storage, sampler, rate_limiter, num_shards)
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             config = {"include_dashboard": False, "log_to_driver": False}
@@ -514,6 +515,7 @@ class RayReplayBuffer:
         """Remove every element of every shard; the rate limiters start over."""
         self._flush()
         self._prefetched.clear()
+        self._next_shard = itertools.cycle(range(self._num_shards))
         metas = self._get_all([actor.empty.remote() for actor in self._live()])
         for shard, meta in enumerate(metas):
             self._metas[shard] = meta
@@ -626,6 +628,26 @@ class RayReplayBuffer:
         self._next_shard = itertools.cycle(range(self._num_shards))
         self._pending = deque()
         self._prefetched = deque()
+
+
+def _check_layout(storage: Any, sampler: Any, rate_limiter: Any, num_shards: int) -> None:
+    """Refuse, before any actor starts, what the shards would refuse (instances only)."""
+    if (
+        num_shards > 1
+        and getattr(sampler, "num_slices", None)
+        and not getattr(sampler, "slice_len", None)
+    ):
+        raise ValueError(
+            f"A sharded RayReplayBuffer splits samples in whole slices, so its slice sampler "
+            f"needs slice_len=..., got num_slices={sampler.num_slices}. Build the sampler "
+            "with slice_len."
+        )
+    size, capacity = getattr(rate_limiter, "size", None), getattr(storage, "max_size", None)
+    if getattr(rate_limiter, "fifo", False) and isinstance(capacity, int) and size > capacity:
+        raise ValueError(
+            f"Queue(size={size}) holds more items than the storage (max_size={capacity}); "
+            f"unread items would be overwritten. Use Queue(size<={capacity}) or a bigger storage."
+        )
 
 
 _REMOTE_SHARD: list[Any] = []
