@@ -16,7 +16,7 @@ from rl_replay import LazyTensorStorage, MinSize, RayReplayBuffer  # noqa: E402
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

@@ -11,7 +11,7 @@ Questions answered:
   collector and batch: frames/s, against ``MultiSyncDataCollector`` with the same layout
   (``floor``).
 
-Each library starts its own local Ray runtime (``ray.init(num_cpus=2)``) in its process.
+Each library starts its own local Ray runtime (``ray.init(address="local", num_cpus=2)``) in its process.
 Size: ``BENCH_RAY_CAPACITY`` (default 100,000).
 """
 
@@ -37,7 +37,7 @@ def _ray():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     return ray
 
 

@@ -1,4 +1,4 @@
-"""RayCollector on a real local Ray cluster (``ray.init(num_cpus=2)``, one per module)."""
+"""RayCollector on a real local Ray cluster (``ray.init(address="local", num_cpus=2)``, one per module)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from rl_envs_core.testing import CountingEnv  # noqa: E402
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 
@@ -56,6 +56,7 @@ def collector():
         num_collectors=2,
         frames_per_batch=8,
         total_frames=-1,
+        remote_configs={"num_cpus": 0},  # lives through the module: leave the CPUs to the others
     )
     yield col
     col.shutdown()
@@ -140,6 +141,11 @@ class TestRayCollector:
     def test_bad_arguments(self, kwargs, error):
         with pytest.raises(error):
             RayCollector(CountingEnv, **kwargs)
+
+
+def test_more_cpus_than_the_cluster_has_is_refused_at_once():
+    with pytest.raises(ValueError, match="CPU"):
+        RayCollector(CountingEnv, num_collectors=3, frames_per_batch=4)
 
 
 def test_without_ray_the_error_names_the_extra():

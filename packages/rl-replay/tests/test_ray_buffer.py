@@ -1,4 +1,4 @@
-"""RayReplayBuffer on a real local Ray cluster (``ray.init(num_cpus=2)``, one per module)."""
+"""RayReplayBuffer on a real local Ray cluster (``ray.init(address="local", num_cpus=2)``, one per module)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ from rl_replay._ray_shard import BufferShard  # noqa: E402
 
 @pytest.fixture(scope="module", autouse=True)
 def cluster():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     ray.shutdown()
 

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -52,7 +53,11 @@ def head():
         yield address
     finally:
         ray.shutdown()
-        # `ray stop` would stop every Ray node of this machine; end only the one started here.
+        # `ray stop` would stop every Ray node of this machine; end only the one started here,
+        # and forget its address (ray start wrote it where ray.init() looks for a cluster).
+        current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+        if current.is_file() and current.read_text().strip().endswith(f":{port}"):
+            current.unlink()
         os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(30)

@@ -29,8 +29,11 @@ class ReplayActorDiedError(RuntimeError):
     Attributes:
         shard (int): the shard that died.
         restarted (bool): whether Ray restarted it (the next call may go ahead).
-        restored_from (str or None): the checkpoint the restarted shard reloaded.
-        lost_inserts (int): items written to the shard that the restart did not restore.
+        restored_from (str or None): the checkpoint a restarted shard reloaded (known
+            after the restore: see ``rb.stats()["shards"][shard]["restored_from"]``).
+        lost_inserts (int): items inserted into the shard as last seen by this client:
+            all lost without a restart; with one, an upper bound, and the exact loss
+            (items since the restored checkpoint) goes to ``rb.stats()["lost_inserts"]``.
     """
 
     def __init__(

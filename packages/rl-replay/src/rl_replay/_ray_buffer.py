@@ -90,7 +90,7 @@ class RayReplayBuffer:
     Examples:
         >>> import ray, torch
         >>> from rl_replay import LazyTensorStorage, RayReplayBuffer, MinSize
-        >>> _ = ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        >>> _ = ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
         >>> rb = RayReplayBuffer(storage=LazyTensorStorage(100), batch_size=4, rate_limiter=MinSize(8))
         >>> rb.extend(torch.arange(10)).tolist()
         [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
@@ -147,7 +147,8 @@ class RayReplayBuffer:
         if self._owns_ray:
             config = {"include_dashboard": False, "log_to_driver": False}
             config.update(ray_init_config or {})
-            ray.init(address=address, **config)
+            # "local": a new runtime even when /tmp/ray names a running cluster
+            ray.init(address=address or "local", **config)
         kwargs = {
             "storage": storage,
             "sampler": sampler,

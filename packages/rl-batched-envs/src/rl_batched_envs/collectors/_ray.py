@@ -162,7 +162,7 @@ class RayCollector(DataCollectorBase):
     Examples:
         >>> import ray
         >>> from rl_envs_core.testing import CountingEnv
-        >>> _ = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        >>> _ = ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
         >>> collector = RayCollector([CountingEnv, CountingEnv], frames_per_batch=8, total_frames=16)
         >>> for data in collector:
         ...     print(data.batch_size)
@@ -230,11 +230,13 @@ class RayCollector(DataCollectorBase):
         if self._owns_ray:
             config = {"include_dashboard": False, "log_to_driver": False}
             config.update(ray_init_config or {})
-            ray.init(address=address, **config)
+            # "local": a new runtime even when /tmp/ray names a running cluster
+            ray.init(address=address or "local", **config)
         per_collector = -(-frames_per_batch // n) if sync else frames_per_batch
         kwargs = dict(collector_kwargs or {})
         kwargs.update(frames_per_batch=per_collector, total_frames=ENDLESS)
         options = {"num_cpus": 1, **(remote_configs or {}), "max_restarts": max_restarts}
+        _check_cpus(ray, n, options["num_cpus"], owner)
         remote_cls = ray.remote(CollectorWorker).options(**options)
         shared_rb = replay_buffer if distributed else None
         # The constructor arguments stay in the object store while the collector lives:
@@ -436,6 +438,17 @@ class RayCollector(DataCollectorBase):
             f"RayCollector(num_collectors={self.num_collectors}, sync={self.sync}, "
             f"frames_per_batch={self.frames_per_batch}, total_frames={self.total_frames}, "
             f"frames={self._frames})"
+        )
+
+
+def _check_cpus(ray: Any, num: int, per_actor: float, owner: str) -> None:  # Any: ray
+    """Refuse at once what Ray would wait for forever: more CPUs than the cluster has."""
+    total = ray.cluster_resources().get("CPU", 0.0)
+    if num * per_actor > total:
+        raise ValueError(
+            f"{owner}: {num} collector actors of {per_actor} CPU each need {num * per_actor} "
+            f"CPUs, the Ray cluster has {total}. Use fewer collectors, a bigger cluster, or "
+            'remote_configs={"num_cpus": ...} with a smaller share.'
         )
 
 

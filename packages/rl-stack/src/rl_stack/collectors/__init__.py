@@ -13,6 +13,7 @@ Examples:
 
 from __future__ import annotations
 
+from rl_batched_envs import RayCollector
 from rl_batched_envs.collectors import (
     AsyncCollector,
     BaseCollector,
@@ -27,7 +28,6 @@ from rl_batched_envs.collectors import (
     aSyncDataCollector,
     split_trajectories,
 )
-from rl_batched_envs import RayCollector
 from rl_envs_core import RandomPolicy
 from rl_stack.collectors import collectors, distributed, utils
 
