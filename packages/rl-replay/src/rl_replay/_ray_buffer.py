@@ -492,10 +492,10 @@ class RayReplayBuffer:
         for shard, ref in job:
             data, info, meta = self._get(ref, shard)
             self._set_meta(shard, meta)
-            info = {key: unpack(value, copy=True) for key, value in info.items()}
+            info = {key: unpack(value) for key, value in info.items()}
             if "index" in info:
                 info["index"] = self._global_index(info["index"], shard)
-            parts.append((shard, unpack(data, copy=True), info))
+            parts.append((shard, unpack(data), info))
         if len(parts) == 1:
             _, data, info = parts[0]
             return data, info
