@@ -434,6 +434,11 @@ class RayReplayBuffer:
                     "RayReplayBuffer.sample expected a batch_size, got None here and at "
                     "construction. Pass sample(batch_size) or RayReplayBuffer(batch_size=...)."
                 )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(
+                f"RayReplayBuffer.sample expected batch_size to be a positive int, got "
+                f"{batch_size!r}. Pass batch_size to the buffer constructor or to sample()."
+            )
         if self._prefetch:
             while len(self._prefetched) < self._prefetch + 1:
                 self._prefetched.append((batch_size, self._submit_sample(batch_size)))
