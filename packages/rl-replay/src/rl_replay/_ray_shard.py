@@ -47,24 +47,47 @@ def _to_tensor(value: Any, copy: bool) -> Any:  # Any: what _to_numpy returned
 
 
 def pack(data: Any) -> Any:  # Any: any buffer element or batch
-    """Tensors and tensordicts as numpy arrays (zero-copy through Ray's object store)."""
+    """Tensors and tensordicts as numpy arrays (moved by Ray's object store without pickling).
+
+    A tensordict's leaves travel as one byte buffer (one object-store buffer rather than
+    one per leaf) with a table of where each leaf lies in it.
+    """
     if isinstance(data, TensorDictBase):
-        leaves = {
-            key: _to_numpy(value) if isinstance(value, torch.Tensor) else value
-            for key, value in data.items(True, True)
-        }
-        return ("__td__", tuple(data.batch_size), leaves)
+        arrays, table, extra, offset = [], [], {}, 0
+        for key, value in data.items(True, True):
+            leaf = _to_numpy(value) if isinstance(value, torch.Tensor) else value
+            if not isinstance(leaf, np.ndarray):
+                extra[key] = leaf
+                continue
+            flat = np.ascontiguousarray(leaf).reshape(-1).view(np.uint8)
+            pad = -offset % _ALIGN
+            if pad:
+                arrays.append(np.zeros(pad, dtype=np.uint8))
+                offset += pad
+            table.append((key, leaf.dtype.str, leaf.shape, offset, flat.size))
+            arrays.append(flat)
+            offset += flat.size
+        blob = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.uint8)
+        return ("__td__", tuple(data.batch_size), blob, table, extra)
     if isinstance(data, torch.Tensor):
         return ("__tensor__", _to_numpy(data))
     return data
 
 
+_ALIGN = 16  # bytes: every leaf starts aligned for any dtype
+
+
 def unpack(data: Any, *, copy: bool = False) -> Any:  # Any: what pack returned
     """Undo :func:`pack`; ``copy`` detaches the result from the object store's memory."""
     if isinstance(data, tuple) and data and data[0] == "__td__":
-        _, batch_size, leaves = data
+        _, batch_size, blob, table, extra = data
+        if copy or not blob.flags.writeable:  # one copy of the whole buffer
+            blob = blob.copy()
         td = TensorDict(batch_size=batch_size)
-        for key, value in leaves.items():
+        for key, dtype, shape, offset, nbytes in table:
+            leaf = blob[offset : offset + nbytes].view(np.dtype(dtype)).reshape(shape)
+            td.set(key, torch.from_numpy(leaf))
+        for key, value in extra.items():
             td.set(key, _to_tensor(value, copy))
         return td
     if isinstance(data, tuple) and len(data) == 2 and data[0] == "__tensor__":
