@@ -39,12 +39,13 @@ TORCH = os.environ.get("RL_STACK_TORCH", "torch==2.13.0")
 TEST_TOOLS = ["pytest>=8", "hypothesis>=6"]
 # Every distribution, editable, with the backends the integration tests and benchmarks use
 # (gymnasium's classic-control renderer for the seed examples that record videos; the
-# hub-hosted datasets and h5py for the datasets examples).
+# hub-hosted datasets and h5py for the datasets examples; ray for the Ray collector + buffer
+# integration test, the "Scaling out with Ray" guide and its benchmark).
 FULL_STACK = [
     "-e",
     "packages/rl-stack[gym,envpool,video]",
     "-e",
-    "packages/rl-replay[h5]",
+    "packages/rl-replay[h5,ray]",
     "-e",
     "packages/rl-datasets[hub]",
     "gymnasium[classic-control]",

@@ -17,6 +17,7 @@ OPTIONAL_BACKENDS = (
     "dm_control",
     "pettingzoo",
     "vmas",
+    "ray",
 )
 
 
@@ -52,6 +53,7 @@ DOCUMENTED = [
     "MultiaSyncDataCollector",
     "ParallelEnv",
     "ProcessorAsyncEnvPool",
+    "RayCollector",
     "SerialEnv",
     "SyncDataCollector",
     "ThreadingAsyncEnvPool",

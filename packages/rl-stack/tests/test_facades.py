@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import subprocess
+import sys
 
 import pytest
 
@@ -64,6 +66,7 @@ TORCHRL_PATHS = [
     "rl_stack.record.loggers.utils",
     "rl_stack.collectors.collectors",
     "rl_stack.collectors.utils",
+    "rl_stack.collectors.distributed",
 ]
 
 
@@ -128,3 +131,17 @@ def test_envs_facades_reexport_the_step_and_encoder_transforms():
     for name in names:
         assert getattr(rl_stack.envs, name) is getattr(rl_transforms, name), name
         assert getattr(rl_stack.envs.transforms, name) is getattr(rl_transforms, name), name
+
+
+def test_ray_names_are_reexported_without_importing_ray():
+    code = (
+        "import sys, rl_stack.data, rl_stack.collectors, rl_stack.collectors.distributed as d, "
+        "rl_replay, rl_batched_envs\n"
+        "assert rl_stack.data.RayReplayBuffer is rl_replay.RayReplayBuffer\n"
+        "for name in ('MinSize', 'SampleToInsertRatio', 'Queue', 'RateLimitTimeoutError'):\n"
+        "    assert getattr(rl_stack.data, name) is getattr(rl_replay, name)\n"
+        "assert rl_stack.collectors.RayCollector is d.RayCollector is rl_batched_envs.RayCollector\n"
+        "print('ray' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -20,6 +20,7 @@ from rl_batched_envs.collectors import (
     aSyncDataCollector,
     split_trajectories,
 )
+from rl_batched_envs.collectors._ray import RayCollector
 
 __version__ = "0.1.0"
 
@@ -37,6 +38,7 @@ __all__: list[str] = [
     "MultiaSyncDataCollector",
     "ParallelEnv",
     "ProcessorAsyncEnvPool",
+    "RayCollector",
     "SerialEnv",
     "SyncDataCollector",
     "ThreadingAsyncEnvPool",

@@ -5,6 +5,15 @@ from __future__ import annotations
 from rl_replay._buffer import ReplayBuffer
 from rl_replay._ensemble import ReplayBufferEnsemble, StorageEnsemble, WriterEnsemble
 from rl_replay._multistep import MultiStep
+from rl_replay._rate_limiters import (
+    MinSize,
+    Queue,
+    RateLimiter,
+    RateLimitTimeoutError,
+    SampleToInsertRatio,
+)
+from rl_replay._ray_backend import ReplayActorDiedError
+from rl_replay._ray_buffer import RayReplayBuffer
 from rl_replay._ted import Flat2TED, Nested2TED, TED2Flat, TED2Nested
 from rl_replay._ted_h5 import H5Combine, H5Split
 from rl_replay._tensordict_buffers import (
@@ -62,6 +71,13 @@ __version__ = "0.1.0"
 __all__ = [
     "BinaryToDecimal",
     "Flat2TED",
+    "RayReplayBuffer",
+    "ReplayActorDiedError",
+    "SampleToInsertRatio",
+    "RateLimitTimeoutError",
+    "RateLimiter",
+    "Queue",
+    "MinSize",
     "FlatStorageCheckpointer",
     "H5Combine",
     "H5Split",

@@ -13,6 +13,7 @@ Examples:
 
 from __future__ import annotations
 
+from rl_batched_envs import RayCollector
 from rl_batched_envs.collectors import (
     AsyncCollector,
     BaseCollector,
@@ -28,7 +29,7 @@ from rl_batched_envs.collectors import (
     split_trajectories,
 )
 from rl_envs_core import RandomPolicy
-from rl_stack.collectors import collectors, utils
+from rl_stack.collectors import collectors, distributed, utils
 
 __all__ = [
     "AsyncCollector",
@@ -41,6 +42,7 @@ __all__ = [
     "MultiSyncDataCollector",
     "MultiaSyncDataCollector",
     "RandomPolicy",
+    "RayCollector",
     "SyncDataCollector",
     "aSyncDataCollector",
     "split_trajectories",

@@ -1,0 +1,251 @@
+"""Ray replay buffers and collectors: what the trip through Ray costs.
+
+Questions answered:
+
+* ``RayReplayBuffer.extend`` of 1000 TED transitions and ``sample(256)``: transitions/s
+  of ours (``rl_stack``), of the local ``ReplayBuffer`` on the same storage (``floor``:
+  what the actor itself does) and of TorchRL 0.14's ``RayReplayBuffer`` (``torchrl``).
+  Ours is also timed with ``write_behind=8`` / ``prefetch=4`` (writes and samples kept in
+  flight instead of one round trip per call).
+* ``RayCollector``, 2 collectors of 4 CartPoles (``SerialEnv``), 200 frames per
+  collector and batch: frames/s, against ``MultiSyncDataCollector`` with the same layout
+  (``floor``).
+
+Each library starts its own local Ray runtime (``ray.init(address="local", num_cpus=2)``) in its process.
+Size: ``BENCH_RAY_CAPACITY`` (default 100,000).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+
+import torch
+
+from _harness import Context, Workload, run
+
+CAPACITY = int(os.environ.get("BENCH_RAY_CAPACITY", "100000"))
+CHUNK = 1000
+BATCH = 256
+OBS, ACT = 17, 6
+FLAGS = ("done", "terminated", "truncated")
+ENVS_PER_COLLECTOR = 4
+FRAMES_PER_COLLECTOR = 200
+
+
+def _ray():
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
+    return ray
+
+
+def _ted(count: int):
+    from tensordict import TensorDict
+
+    flags = {flag: torch.zeros(count, 1, dtype=torch.bool) for flag in FLAGS}
+    return TensorDict(
+        {
+            "observation": torch.randn(count, OBS),
+            "action": torch.randn(count, ACT),
+            **flags,
+            "next": {
+                "observation": torch.randn(count, OBS),
+                "reward": torch.randn(count, 1),
+                **flags,
+            },
+        },
+        [count],
+    )
+
+
+# ------------------------------------------------------------------ buffers
+def _ours(**kwargs):
+    from rl_stack.data import LazyTensorStorage, RayReplayBuffer
+
+    _ray()
+    return RayReplayBuffer(storage=LazyTensorStorage(CAPACITY), batch_size=BATCH, **kwargs)
+
+
+def _local():
+    from rl_stack.data import LazyTensorStorage, ReplayBuffer
+
+    return ReplayBuffer(storage=LazyTensorStorage(CAPACITY), batch_size=BATCH)
+
+
+def _torchrl():
+    from torchrl.data import LazyTensorStorage
+    from torchrl.data.replay_buffers.ray_buffer import RayReplayBuffer
+
+    _ray()
+    return RayReplayBuffer(
+        storage=functools.partial(LazyTensorStorage, CAPACITY),
+        batch_size=BATCH,
+        remote_config={"num_cpus": 0},
+    )
+
+
+def _filled(rb):
+    chunk = _ted(CHUNK)
+    for _ in range(20):
+        rb.extend(chunk)
+    if hasattr(rb, "_flush"):
+        rb._flush()
+    return rb
+
+
+def _extend(make):
+    def setup(ctx: Context):
+        rb = _filled(make())
+        chunk = _ted(CHUNK)
+        return lambda: rb.extend(chunk)
+
+    return setup
+
+
+def _sample(make):
+    def setup(ctx: Context):
+        rb = _filled(make())
+        return rb.sample
+
+    return setup
+
+
+# ------------------------------------------------------------------ collectors
+def _cartpoles():
+    from rl_stack.envs import GymEnv, SerialEnv
+
+    return SerialEnv(ENVS_PER_COLLECTOR, functools.partial(GymEnv, "CartPole-v1"))
+
+
+def _collect(cls_name: str):
+    def setup(ctx: Context):
+        import rl_stack.collectors as collectors
+
+        if cls_name == "RayCollector":
+            _ray()
+        cls = getattr(collectors, cls_name)
+        collector = cls(
+            [_cartpoles, _cartpoles],
+            frames_per_batch=2 * FRAMES_PER_COLLECTOR,
+            total_frames=-1,
+        )
+        batches = iter(collector)
+        next(batches)
+        return lambda: next(batches)
+
+    return setup
+
+
+WORKLOADS = [
+    Workload(
+        f"RayReplayBuffer.extend({CHUNK}) TED, LazyTensorStorage({CAPACITY})",
+        setups={"rl_stack": _extend(_ours), "floor": _extend(_local), "torchrl": _extend(_torchrl)},
+        items=CHUNK,
+        unit="transitions",
+    ),
+    Workload(
+        f"RayReplayBuffer(write_behind=8).extend({CHUNK}) TED",
+        setups={
+            "rl_stack": _extend(functools.partial(_ours, write_behind=8)),
+            "floor": _extend(_local),
+        },
+        items=CHUNK,
+        unit="transitions",
+    ),
+    Workload(
+        f"RayReplayBuffer.sample({BATCH}) TED",
+        setups={"rl_stack": _sample(_ours), "floor": _sample(_local), "torchrl": _sample(_torchrl)},
+        items=BATCH,
+        unit="transitions",
+    ),
+    Workload(
+        f"RayReplayBuffer(prefetch=4).sample({BATCH}) TED",
+        setups={
+            "rl_stack": _sample(functools.partial(_ours, prefetch=4)),
+            "floor": _sample(_local),
+        },
+        items=BATCH,
+        unit="transitions",
+    ),
+    Workload(
+        f"RayCollector 2 x {ENVS_PER_COLLECTOR} CartPole (floor: MultiSyncDataCollector)",
+        setups={"rl_stack": _collect("RayCollector"), "floor": _collect("MultiSyncDataCollector")},
+        items=2 * FRAMES_PER_COLLECTOR,
+        unit="frames",
+    ),
+]
+
+# ------------------------------------------------------------------ scaling simulation
+# Per-call costs (seconds) measured on the 2-core machine of issue 20's closing note (load
+# average ~12 from other jobs): the round trip of an empty actor call (1.0 ms), the
+# driver's part of a call (packing + ray.put of 1000 TED transitions: 1.0 ms; unpacking a
+# sample: 0.4 ms) and the actor's part (receiving, unpacking, the local buffer's work and
+# the reply: 3.5 ms for extend(1000), 0.5 ms for sample(256)). Sum per synchronous call:
+# 5.5 ms (extend, measured 5.5) and 1.9 ms (sample, measured 1.9).
+COSTS = {
+    "round_trip": float(os.environ.get("BENCH_RAY_RTT", "0.0010")),
+    "extend_client": float(os.environ.get("BENCH_RAY_EXTEND_CLIENT", "0.0010")),
+    "extend_actor": float(os.environ.get("BENCH_RAY_EXTEND_ACTOR", "0.0035")),
+    "sample_client": float(os.environ.get("BENCH_RAY_SAMPLE_CLIENT", "0.0004")),
+    "sample_actor": float(os.environ.get("BENCH_RAY_SAMPLE_ACTOR", "0.0005")),
+}
+
+
+def simulate(clients: int, shards: int, in_flight: int, op: str, calls: int = 4000) -> float:
+    """Calls/s of ``clients`` each keeping ``in_flight`` calls to ``shards`` FIFO actors.
+
+    A client spends its part of a call on its own core, the request travels half a
+    round trip, waits for the shard (one call at a time), is served, and the reply
+    travels back; a client starts a new call when it has fewer than ``in_flight``
+    outstanding ones. Calls go to the shards in turn.
+    """
+    import heapq
+
+    half = COSTS["round_trip"] / 2
+    client_cost, actor_cost = COSTS[f"{op}_client"], COSTS[f"{op}_actor"]
+    shard_free = [0.0] * shards
+    client_free = [0.0] * clients
+    outstanding: list[list[float]] = [[] for _ in range(clients)]
+    turn = [c % shards for c in range(clients)]
+    done, now = 0, 0.0
+    events = [(0.0, c) for c in range(clients)]
+    while done < calls:
+        now, c = heapq.heappop(events)
+        outstanding[c] = [t for t in outstanding[c] if t > now]
+        if len(outstanding[c]) >= in_flight:
+            heapq.heappush(events, (min(outstanding[c]), c))
+            continue
+        start = max(now, client_free[c])
+        client_free[c] = start + client_cost
+        shard = turn[c]
+        turn[c] = (shard + 1) % shards
+        served = max(client_free[c] + half, shard_free[shard]) + actor_cost
+        shard_free[shard] = served
+        outstanding[c].append(served + half)
+        done += 1
+        heapq.heappush(events, (client_free[c], c))
+    return calls / max(max(shard_free) + half, 1e-9)
+
+
+def print_simulation() -> None:
+    print("| op | clients | shards | in flight | calls/s | items/s |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for op, items in (("extend", CHUNK), ("sample", BATCH)):
+        for clients, shards, in_flight in (
+            (1, 1, 1), (1, 1, 8), (1, 2, 8), (4, 1, 1), (4, 2, 1), (4, 4, 1), (8, 4, 2), (8, 8, 2),
+        ):  # fmt: skip
+            rate = simulate(clients, shards, in_flight, op)
+            print(
+                f"| {op} | {clients} | {shards} | {in_flight} | {rate:,.0f} | {rate * items:,.0f} |"
+            )
+
+
+if __name__ == "__main__":
+    import sys
+
+    if "--simulate" in sys.argv:
+        print_simulation()
+    else:
+        run(WORKLOADS)

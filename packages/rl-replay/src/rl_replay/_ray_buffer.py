@@ -1,0 +1,673 @@
+""":class:`RayReplayBuffer`: a replay buffer living in Ray actors, sharded and rate-limited.
+
+The client in the driver holds one actor handle per shard (each actor is a
+``_ray_shard.BufferShard``). Writes go to the shards in turn; a sample is split
+across shards in proportion to their size (or total priority) and the parts are
+drawn in parallel. Ray is imported when a buffer is built, never by ``import
+rl_replay``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import is_tensor_collection
+
+from rl_replay._rate_limiters import RateLimiter
+from rl_replay._ray_backend import ReplayActorDiedError, import_ray, reraise
+from rl_replay._ray_shard import BufferShard, pack, unpack
+
+__all__ = ["RayReplayBuffer"]
+
+_RESTART_WAIT = 60.0  # seconds the driver waits for a restarting shard to come back
+_GROUPS = {"write": 1, "read": 1}
+
+
+class PendingWrite:
+    """The indices of a write sent with ``write_behind > 0``; :meth:`result` waits for them."""
+
+    def __init__(self, buffer: RayReplayBuffer, ref: Any, shard: int) -> None:
+        self._buffer, self._ref, self._shard = buffer, ref, shard
+
+    def result(self) -> Any:  # Any: the index form of the storage
+        """The written positions (waits for the write)."""
+        return self._buffer._finish_write(self._ref, self._shard)
+
+
+class RayReplayBuffer:
+    """A replay buffer held by Ray actors, with the :class:`~rl_replay.ReplayBuffer` API.
+
+    Each of the ``num_shards`` actors builds its own buffer from ``storage``,
+    ``sampler``, ``writer``, ``transform`` and ``batch_size`` (instances are copied
+    into each actor; classes and ``functools.partial`` factories are called there).
+    Writes go to the shards in turn (a whole ``extend`` to one shard, so
+    trajectories stay contiguous); samples are split across shards in proportion to
+    their length (their total priority for prioritized samplers, with importance
+    weights normalised over all shards), so a sample follows the distribution of
+    one local buffer holding everything. Returned indices are global:
+    ``shard * capacity + local index``.
+
+    Args:
+        storage, sampler, writer, transform, batch_size, collate_fn, dim_extend:
+            as for :class:`~rl_replay.ReplayBuffer`. Defaults to the same defaults.
+        rate_limiter (RateLimiter, optional): :class:`~rl_replay.MinSize`,
+            :class:`~rl_replay.SampleToInsertRatio` or :class:`~rl_replay.Queue`;
+            each shard enforces its own copy. Defaults to ``None`` (no limit).
+        timeout (float, optional): seconds a rate-limited insert or sample waits
+            before raising :class:`~rl_replay.RateLimitTimeoutError`. ``None`` waits
+            forever. Defaults to ``60.0``.
+        num_shards (int, optional): buffer actors. Defaults to ``1``.
+        prefetch (int, optional): sample requests kept in flight (batches are then
+            drawn ahead of the call, as for the local buffer). Defaults to ``None``.
+        write_behind (int, optional): writes sent without waiting; ``extend`` then
+            returns a :class:`PendingWrite` and at most this many writes are in
+            flight. Reads from this client wait for its pending writes. Defaults to
+            ``0`` (``extend`` returns the indices).
+        max_restarts (int, optional): times Ray restarts a dead shard; a restarted
+            shard reloads its last checkpoint. Defaults to ``0``.
+        checkpoint_dir (str or Path, optional): periodic checkpoints go to
+            ``checkpoint_dir/shard_<i>``. Defaults to ``None``.
+        checkpoint_every (int, optional): inserted items between periodic
+            checkpoints of a shard. Defaults to ``None`` (only explicit :meth:`dumps`).
+        address (str, optional): the cluster to join when Ray is not running yet
+            (``"auto"``, ``"127.0.0.1:6379"``); ``None`` starts a local one.
+            Defaults to ``None``.
+        ray_init_config (dict, optional): more ``ray.init`` arguments. Defaults to ``None``.
+        remote_config (dict, optional): Ray actor options of each shard. Defaults to
+            ``{"num_cpus": 0}`` (a buffer waits on I/O, it does not compute).
+
+    Raises:
+        ImportError: if Ray is not installed.
+        ValueError: for a bad ``num_shards``, ``prefetch``, ``write_behind``,
+            ``rate_limiter`` or ``checkpoint_every``.
+
+    Examples:
+        >>> import ray, torch
+        >>> from rl_replay import LazyTensorStorage, RayReplayBuffer, MinSize
+        >>> _ = ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False)
+        >>> rb = RayReplayBuffer(storage=LazyTensorStorage(100), batch_size=4, rate_limiter=MinSize(8))
+        >>> rb.extend(torch.arange(10)).tolist()
+        [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]
+        >>> len(rb), rb.sample().shape
+        (10, torch.Size([4]))
+        >>> rb.stats()["shards"][0]["rate_limiter"]["samples"]
+        4
+        >>> rb.shutdown()
+        >>> ray.shutdown()
+    """
+
+    def __init__(
+        self,
+        *,
+        storage: Any = None,  # Any: a Storage or a factory of one
+        sampler: Any = None,  # Any: a Sampler or a factory of one
+        writer: Any = None,  # Any: a Writer or a factory of one
+        transform: Callable[[Any], Any] | None = None,
+        batch_size: int | None = None,
+        collate_fn: Callable[[Any], Any] | None = None,
+        dim_extend: int | None = None,
+        rate_limiter: RateLimiter | None = None,
+        timeout: float | None = 60.0,
+        num_shards: int = 1,
+        prefetch: int | None = None,
+        write_behind: int = 0,
+        max_restarts: int = 0,
+        checkpoint_dir: str | Path | None = None,
+        checkpoint_every: int | None = None,
+        address: str | None = None,
+        ray_init_config: dict[str, Any] | None = None,
+        remote_config: dict[str, Any] | None = None,
+    ) -> None:
+        ray = import_ray("RayReplayBuffer")
+        _check_int("num_shards", num_shards, minimum=1)
+        _check_int("write_behind", write_behind, minimum=0)
+        _check_int("max_restarts", max_restarts, minimum=-1)
+        if prefetch is not None:
+            _check_int("prefetch", prefetch, minimum=1)
+        if checkpoint_every is not None:
+            _check_int("checkpoint_every", checkpoint_every, minimum=1)
+            if checkpoint_dir is None:
+                raise ValueError(
+                    f"RayReplayBuffer got checkpoint_every={checkpoint_every} but no "
+                    "checkpoint_dir. Pass checkpoint_dir=... to say where checkpoints go."
+                )
+        if rate_limiter is not None and not isinstance(rate_limiter, RateLimiter):
+            raise ValueError(
+                f"RayReplayBuffer expected rate_limiter to be a RateLimiter (MinSize, "
+                f"SampleToInsertRatio, Queue), got {type(rate_limiter).__name__}."
+            )
+        _check_layout(storage, sampler, rate_limiter, num_shards)
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            config = {"include_dashboard": False, "log_to_driver": False}
+            config.update(ray_init_config or {})
+            # "local": a new runtime even when /tmp/ray names a running cluster
+            ray.init(address=address or "local", **config)
+        kwargs = {
+            "storage": storage,
+            "sampler": sampler,
+            "writer": writer,
+            "transform": transform,
+            "batch_size": batch_size,
+            "collate_fn": collate_fn,
+            "dim_extend": dim_extend,
+        }
+        options = {"num_cpus": 0, **(remote_config or {}), "max_restarts": max_restarts}
+        remote_cls = _remote_shard_class(ray).options(**options)
+        # Ray rebuilds a restarted shard from its constructor arguments: they stay in the
+        # object store (and in scope) while this buffer lives.
+        self._kwargs_ref = ray.put(kwargs)
+        self._actors = []
+        for shard in range(num_shards):
+            folder = (
+                None if checkpoint_dir is None else str(Path(checkpoint_dir) / f"shard_{shard}")
+            )
+            self._actors.append(
+                remote_cls.remote(
+                    self._kwargs_ref,
+                    rate_limiter=rate_limiter,
+                    checkpoint_dir=folder,
+                    checkpoint_every=checkpoint_every,
+                    timeout=timeout,
+                )
+            )
+        self._batch_size = batch_size
+        self._num_shards = num_shards
+        self._prefetch = prefetch
+        self._write_behind = write_behind
+        self._max_restarts = max_restarts
+        self._client_state()
+        try:
+            described = ray.get([a.describe.remote() for a in self._actors])
+        except ray.exceptions.RayActorError as err:  # the shard's constructor raised
+            self._kill()
+            reraise(err.args[0] if err.args and isinstance(err.args[0], BaseException) else err)
+        except BaseException:
+            self._kill()
+            raise
+        self._capacity = described[0]["capacity"]
+        self._prioritized = described[0]["prioritized"]
+        self._beta = described[0]["beta"]
+        self._unit = described[0]["slice_unit"]
+        self._metas = [d["meta"] for d in described]
+
+    def _client_state(self) -> None:
+        self._next_shard = itertools.cycle(range(self._num_shards))
+        self._pending: deque[Any] = deque()
+        self._prefetched: deque[tuple[Any, Any]] = deque()
+        self._known_inserts = [0] * self._num_shards
+        self._last_dumps: list[dict[str, Any] | None] = [None] * self._num_shards
+        self._restarts = [0] * self._num_shards
+        self._lost = [0] * self._num_shards
+        self._dead = [False] * self._num_shards
+        self._recovering = [False] * self._num_shards
+        self._restored_from: list[str | None] = [None] * self._num_shards
+
+    # ------------------------------------------------------------ plumbing
+    def _get(self, ref: Any, shard: int) -> Any:
+        ray = import_ray("RayReplayBuffer")
+        if self._dead[shard]:
+            raise ReplayActorDiedError(
+                f"RayReplayBuffer shard {shard} is dead (max_restarts={self._max_restarts}). "
+                "Build a new buffer and loads() the last dumps() into it.",
+                shard=shard,
+            )
+        try:
+            return ray.get(ref)
+        except ray.exceptions.RayActorError as err:
+            self._on_death(shard, err)
+        except ray.exceptions.RayTaskError as err:
+            reraise(err)
+
+    def _get_all(self, refs: list[Any], shards: list[int] | None = None) -> list[Any]:
+        shards = list(range(len(refs))) if shards is None else shards
+        return [self._get(ref, shard) for ref, shard in zip(refs, shards, strict=True)]
+
+    def _set_meta(self, shard: int, meta: tuple) -> None:
+        self._metas[shard] = meta
+        self._known_inserts[shard] = max(self._known_inserts[shard], meta[3])
+
+    def _on_death(self, shard: int, err: BaseException) -> None:
+        known = self._known_inserts[shard]
+        if self._max_restarts == 0:
+            self._dead[shard] = True
+            raise ReplayActorDiedError(
+                f"RayReplayBuffer shard {shard} died ({type(err).__name__}); the {known} items "
+                "written to it are lost unless you dumps() them earlier. Pass max_restarts=... "
+                "(and checkpoint_dir=...) to have it restarted and restored.",
+                shard=shard,
+                lost_inserts=known,
+            ) from None
+        self._recovering[shard] = True
+        raise ReplayActorDiedError(
+            f"RayReplayBuffer shard {shard} died ({type(err).__name__}); Ray is restarting it. "
+            "The call that hit the dead shard did not happen; the next call waits for the shard "
+            "and restores its last checkpoint (dumps() or checkpoint_dir); rb.stats() then "
+            "reports the items lost since that checkpoint.",
+            shard=shard,
+            restarted=True,
+            lost_inserts=known,
+        ) from None
+
+    def _live(self) -> list[Any]:
+        return [self._actor(shard) for shard in range(self._num_shards)]
+
+    def _actor(self, shard: int) -> Any:  # Any: a Ray actor handle
+        """The shard's actor, restored first if it was restarted since the last call."""
+        if self._recovering[shard]:
+            self._recover(shard)
+        return self._actors[shard]
+
+    def _recover(self, shard: int) -> None:
+        """Wait for Ray to restart the shard, restore its last checkpoint, count the loss."""
+        ray = import_ray("RayReplayBuffer")
+        deadline = time.monotonic() + _RESTART_WAIT
+        actor = self._actors[shard]
+        while True:
+            try:
+                stats = ray.get(actor.stats.remote(), timeout=_RESTART_WAIT)
+                break
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                if time.monotonic() > deadline:
+                    self._dead[shard] = True
+                    self._recovering[shard] = False
+                    raise ReplayActorDiedError(
+                        f"RayReplayBuffer shard {shard} died and did not come back within "
+                        f"{_RESTART_WAIT}s (max_restarts={self._max_restarts} may be spent).",
+                        shard=shard,
+                        lost_inserts=self._known_inserts[shard],
+                    ) from None
+                time.sleep(0.05)
+        record = stats["restored"]
+        explicit = self._last_dumps[shard]
+        if explicit is not None and (record is None or explicit["time"] > record["time"]):
+            record = ray.get(actor.loads.remote(explicit["path"]))
+        restored_inserts = record["inserts"] if record else 0
+        self._lost[shard] += max(self._known_inserts[shard] - restored_inserts, 0)
+        self._restarts[shard] += 1
+        self._restored_from[shard] = record["path"] if record else None
+        self._known_inserts[shard] = restored_inserts
+        self._metas[shard] = ray.get(actor.ping.remote())
+        self._recovering[shard] = False
+
+    def _flush(self) -> None:
+        while self._pending:
+            ref, shard = self._pending.popleft()
+            self._finish_write(ref, shard)
+
+    def _finish_write(self, ref: Any, shard: int) -> Any:
+        index, meta = self._get(ref, shard)
+        self._set_meta(shard, meta)
+        return self._global_index(unpack(index), shard)
+
+    def _global_index(self, index: Any, shard: int) -> Any:
+        if self._num_shards == 1 or shard == 0:
+            return index
+        if isinstance(index, int):
+            return index + shard * self._capacity
+        if isinstance(index, torch.Tensor):
+            return index + shard * self._capacity
+        raise ValueError(
+            f"A sharded RayReplayBuffer needs one-dim indices, got {type(index).__name__}. "
+            "Use num_shards=1 with multi-dim storages."
+        )
+
+    def _route(self, index: Any) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        """Global indices -> {shard: (positions in the input, local indices)}."""
+        if self._num_shards == 1:
+            return {0: (None, index)}
+        flat = torch.as_tensor(index).reshape(-1)
+        shard_of = torch.div(flat, self._capacity, rounding_mode="floor")
+        out = {}
+        for shard in shard_of.unique().tolist():
+            where = (shard_of == shard).nonzero().squeeze(-1)
+            out[shard] = (where, flat[where] - shard * self._capacity)
+        return out
+
+    # ------------------------------------------------------------ API
+    @property
+    def batch_size(self) -> int | None:
+        """The default batch size of :meth:`sample`."""
+        return self._batch_size
+
+    @property
+    def num_shards(self) -> int:
+        """The number of buffer actors."""
+        return self._num_shards
+
+    def __len__(self) -> int:
+        self._flush()
+        refs = [actor.len.remote() for actor in self._live()]
+        return sum(self._get_all(refs))
+
+    def __repr__(self) -> str:
+        return (
+            f"RayReplayBuffer(num_shards={self._num_shards}, batch_size={self._batch_size}, "
+            f"capacity={self._capacity})"
+        )
+
+    def add(self, data: Any) -> int:  # Any: one element
+        """Write one element to the next shard; return its global position.
+
+        Raises:
+            RateLimitTimeoutError: if the shard's rate limiter blocks past ``timeout``.
+            ReplayActorDiedError: if the shard died.
+        """
+        shard = next(self._next_shard)
+        ref = self._actor(shard).add.options(concurrency_group="write").remote(pack(data))
+        index, meta = self._get(ref, shard)
+        self._set_meta(shard, meta)
+        return self._global_index(index, shard)
+
+    def extend(self, data: Any) -> Any:  # Any: a batch; returns indices or a PendingWrite
+        """Write a batch to the next shard; return the global positions.
+
+        With ``write_behind > 0`` the write is sent without waiting and a
+        :class:`PendingWrite` is returned.
+
+        Raises:
+            RateLimitTimeoutError: if the shard's rate limiter blocks past ``timeout``.
+            ReplayActorDiedError: if the shard died.
+        """
+        shard = next(self._next_shard)
+        ref = self._actor(shard).extend.options(concurrency_group="write").remote(pack(data))
+        if not self._write_behind:
+            return self._finish_write(ref, shard)
+        self._pending.append((ref, shard))
+        while len(self._pending) > self._write_behind:
+            old_ref, old_shard = self._pending.popleft()
+            self._finish_write(old_ref, old_shard)
+        return PendingWrite(self, ref, shard)
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._flush()
+        for shard, (_, local) in self._route(index).items():
+            part = value
+            if self._num_shards > 1 and (
+                isinstance(value, torch.Tensor) or is_tensor_collection(value)
+            ):
+                part = value[self._route(index)[shard][0]]
+            self._get(self._actor(shard).setitem.remote(pack(local), pack(part)), shard)
+
+    def __getitem__(self, index: Any) -> Any:  # Any: as for ReplayBuffer
+        self._flush()
+        if self._num_shards > 1:
+            raise NotImplementedError(
+                "Indexing a sharded RayReplayBuffer is not supported; sample from it, or "
+                "read a shard's content with num_shards=1."
+            )
+        return unpack(self._get(self._actor(0).getitem.remote(pack(index)), 0), copy=True)
+
+    def update_priority(self, index: Any, priority: Any) -> None:  # Any: as for ReplayBuffer
+        """Send new priorities to the shards holding ``index`` (global indices)."""
+        self._flush()
+        priority = torch.as_tensor(priority)
+        refs, shards = [], []
+        for shard, (where, local) in self._route(index).items():
+            part = priority if where is None or priority.ndim == 0 else priority.reshape(-1)[where]
+            refs.append(self._actor(shard).update_priority.remote(pack(local), pack(part)))
+            shards.append(shard)
+        for shard, meta in zip(shards, self._get_all(refs, shards), strict=True):
+            self._set_meta(shard, meta)
+
+    def sample(
+        self, batch_size: int | None = None, return_info: bool = False
+    ) -> Any:  # Any: a batch, or (batch, info)
+        """Sample a batch across the shards.
+
+        Raises:
+            ValueError: if no batch size is given here nor at construction.
+            RateLimitTimeoutError: if a shard's rate limiter blocks past ``timeout``.
+            ReplayActorDiedError: if a shard died.
+        """
+        self._flush()
+        if batch_size is None:
+            batch_size = self._batch_size
+            if batch_size is None:
+                raise ValueError(
+                    "RayReplayBuffer.sample expected a batch_size, got None here and at "
+                    "construction. Pass sample(batch_size) or RayReplayBuffer(batch_size=...)."
+                )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            raise ValueError(
+                f"RayReplayBuffer.sample expected batch_size to be a positive int, got "
+                f"{batch_size!r}. Pass batch_size to the buffer constructor or to sample()."
+            )
+        if self._prefetch:
+            while len(self._prefetched) < self._prefetch + 1:
+                self._prefetched.append((batch_size, self._submit_sample(batch_size)))
+            size, job = self._prefetched.popleft()
+            if size != batch_size:
+                self._prefetched.clear()
+                job = self._submit_sample(batch_size)
+        else:
+            job = self._submit_sample(batch_size)
+        data, info = self._collect(job)
+        return (data, info) if return_info else data
+
+    def _submit_sample(self, batch_size: int) -> list[tuple[int, Any]]:
+        if self._num_shards == 1:
+            counts = [batch_size]
+        else:
+            metas = self._get_all([actor.ping.remote() for actor in self._live()])
+            for shard, meta in enumerate(metas):
+                self._set_meta(shard, meta)
+            counts = self._split(batch_size, [meta[1] for meta in metas])
+        return [
+            (
+                shard,
+                self._actor(shard).sample.options(concurrency_group="read").remote(count, True),
+            )
+            for shard, count in enumerate(counts)
+            if count
+        ]
+
+    def _split(self, batch_size: int, masses: list[float]) -> list[int]:
+        kind, value = self._unit
+        if kind == "len":
+            unit = value
+        elif value:
+            raise ValueError(
+                f"A sharded RayReplayBuffer splits samples in whole slices, so its slice sampler "
+                f"needs slice_len=..., got num_slices={value}. Build the sampler with slice_len."
+            )
+        else:
+            unit = 1
+        if batch_size % unit:
+            raise ValueError(
+                f"RayReplayBuffer could not split a batch of {batch_size} into whole slices of "
+                f"{unit} across {self._num_shards} shards. Pass a batch_size multiple of {unit}."
+            )
+        weights = torch.tensor(masses, dtype=torch.double)
+        if not weights.sum() > 0:
+            raise RuntimeError(
+                "RayReplayBuffer cannot sample: every shard is empty. Extend the buffer first."
+            )
+        draws = torch.multinomial(weights, batch_size // unit, replacement=True)
+        return (torch.bincount(draws, minlength=self._num_shards) * unit).tolist()
+
+    def _collect(self, job: list[tuple[int, Any]]) -> tuple[Any, dict[str, Any]]:
+        parts = []
+        for shard, ref in job:
+            data, info, meta = self._get(ref, shard)
+            self._set_meta(shard, meta)
+            info = {key: unpack(value) for key, value in info.items()}
+            if "index" in info:
+                info["index"] = self._global_index(info["index"], shard)
+            parts.append((shard, unpack(data), info))
+        if len(parts) == 1:
+            _, data, info = parts[0]
+            return data, info
+        if self._prioritized:  # weights normalised by the smallest priority of all shards
+            low = min(self._metas[shard][2] for shard, _, _ in parts)
+            for shard, _, info in parts:
+                scale = (self._metas[shard][2] / low) ** (-self._beta)
+                info["priority_weight"] = info["priority_weight"] * scale
+        data = torch.cat([part[1] for part in parts])
+        info = {}
+        for key in parts[0][2]:
+            values = [part[2][key] for part in parts]
+            info[key] = torch.cat(values) if isinstance(values[0], torch.Tensor) else values
+        info["shard"] = torch.cat([torch.full((part[1].shape[0],), part[0]) for part in parts])
+        return data, info
+
+    def empty(self) -> None:
+        """Remove every element of every shard; the rate limiters start over."""
+        self._flush()
+        self._prefetched.clear()
+        self._next_shard = itertools.cycle(range(self._num_shards))
+        metas = self._get_all([actor.empty.remote() for actor in self._live()])
+        for shard, meta in enumerate(metas):
+            self._metas[shard] = meta
+            self._known_inserts[shard] = 0
+
+    def stats(self) -> dict[str, Any]:
+        """Length, counters and rate limits, in total and per shard."""
+        self._flush()
+        shards = self._get_all([actor.stats.remote() for actor in self._live()])
+        for shard, stat in enumerate(shards):
+            stat["restarts"] = self._restarts[shard]
+            stat["lost_inserts"] = self._lost[shard]
+            stat["restored_from"] = self._restored_from[shard]
+        return {
+            "num_shards": self._num_shards,
+            "len": sum(s["len"] for s in shards),
+            "inserts": sum(s["inserts"] for s in shards),
+            "samples": sum(s["samples"] for s in shards),
+            "restarts": sum(self._restarts),
+            "lost_inserts": sum(self._lost),
+            "shards": shards,
+        }
+
+    # ------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        """The state of every shard (``{"shards": [...]}``)."""
+        self._flush()
+        return {"shards": self._get_all([actor.state_dict.remote() for actor in self._live()])}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore the output of :meth:`state_dict`.
+
+        Raises:
+            ValueError: if the state has another number of shards.
+        """
+        shards = state_dict["shards"]
+        if len(shards) != self._num_shards:
+            raise ValueError(
+                f"RayReplayBuffer.load_state_dict expected {self._num_shards} shard states, got "
+                f"{len(shards)}. Build the buffer with num_shards={len(shards)}."
+            )
+        refs = [a.load_state_dict.remote(s) for a, s in zip(self._live(), shards, strict=True)]
+        for shard, meta in enumerate(self._get_all(refs)):
+            self._set_meta(shard, meta)
+
+    def dumps(self, path: str | Path) -> None:
+        """Save every shard under ``path/shard_<i>`` (atomically per shard).
+
+        A shard restarted after a crash reloads the newest of this dump and its
+        periodic checkpoint.
+        """
+        self._flush()
+        refs = [a.dumps.remote(str(Path(path) / f"shard_{i}")) for i, a in enumerate(self._live())]
+        self._last_dumps = self._get_all(refs)
+
+    def loads(self, path: str | Path) -> None:
+        """Load a checkpoint written by :meth:`dumps`.
+
+        Raises:
+            FileNotFoundError: if a shard's directory or file is missing.
+            ValueError: if a file is truncated or does not fit this buffer.
+        """
+        self._flush()
+        refs = [a.loads.remote(str(Path(path) / f"shard_{i}")) for i, a in enumerate(self._live())]
+        self._get_all(refs)
+        self._metas = self._get_all([actor.ping.remote() for actor in self._live()])
+
+    # ------------------------------------------------------------ lifetime
+    def _kill(self) -> None:
+        ray = import_ray("RayReplayBuffer")
+        for actor in self._actors:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # already dead, or Ray is shutting down
+                pass
+        self._actors = []
+
+    def shutdown(self) -> None:
+        """Kill the shard actors (and the local Ray runtime if this buffer started it)."""
+        if not self._actors:
+            return
+        if getattr(self, "_is_client", False):  # a copy never owns the actors
+            self._actors = []
+            return
+        try:
+            self._flush()
+        except Exception:  # a dead shard must not prevent the shutdown
+            pass
+        self._prefetched.clear()
+        self._pending.clear()
+        self._kill()
+        if self._owns_ray:
+            import_ray("RayReplayBuffer").shutdown()
+
+    close = shutdown
+
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy is a client of the same actors: it never shuts them down or Ray."""
+        self._flush()
+        state = self.__dict__.copy()
+        for name in ("_next_shard", "_pending", "_prefetched"):
+            state.pop(name)
+        state["_owns_ray"] = False
+        state["_prefetch"] = None
+        state["_is_client"] = True
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._next_shard = itertools.cycle(range(self._num_shards))
+        self._pending = deque()
+        self._prefetched = deque()
+
+
+def _check_layout(storage: Any, sampler: Any, rate_limiter: Any, num_shards: int) -> None:
+    """Refuse, before any actor starts, what the shards would refuse (instances only)."""
+    if (
+        num_shards > 1
+        and getattr(sampler, "num_slices", None)
+        and not getattr(sampler, "slice_len", None)
+    ):
+        raise ValueError(
+            f"A sharded RayReplayBuffer splits samples in whole slices, so its slice sampler "
+            f"needs slice_len=..., got num_slices={sampler.num_slices}. Build the sampler "
+            "with slice_len."
+        )
+    size, capacity = getattr(rate_limiter, "size", None), getattr(storage, "max_size", None)
+    if getattr(rate_limiter, "fifo", False) and isinstance(capacity, int) and size > capacity:
+        raise ValueError(
+            f"Queue(size={size}) holds more items than the storage (max_size={capacity}); "
+            f"unread items would be overwritten. Use Queue(size<={capacity}) or a bigger storage."
+        )
+
+
+_REMOTE_SHARD: list[Any] = []
+
+
+def _remote_shard_class(ray: Any) -> Any:  # Any: ray's actor class
+    """``BufferShard`` as a Ray actor class (made once per process)."""
+    if not _REMOTE_SHARD:
+        _REMOTE_SHARD.append(ray.remote(concurrency_groups=_GROUPS, max_concurrency=2)(BufferShard))
+    return _REMOTE_SHARD[0]
+
+
+def _check_int(name: str, value: Any, *, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(
+            f"RayReplayBuffer expected {name} to be an int >= {minimum}, got {value!r}."
+        )

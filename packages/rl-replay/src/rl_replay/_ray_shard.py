@@ -1,0 +1,378 @@
+"""One shard of a :class:`~rl_replay.RayReplayBuffer`: a local buffer, its rate limiter, its checkpoints.
+
+:class:`BufferShard` is plain Python (no Ray import): the Ray actor of
+``_ray_buffer.py`` is this class wrapped by ``ray.remote``. Every reply carries the
+shard's :func:`meta` (length, total priority mass, minimum priority, inserts) so the
+client can split samples across shards without an extra round trip. Data crosses
+the process boundary packed by :func:`pack` (tensors as numpy arrays, which Ray's
+object store moves without pickling their bytes).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase, is_tensor_collection
+
+from rl_replay._buffer import ReplayBuffer
+from rl_replay._rate_limiters import RateLimiter
+from rl_replay.checkpointers._files import read_json, write_json
+from rl_replay.samplers import PrioritizedSampler
+from rl_replay.storages import ListStorage
+
+__all__ = ["BufferShard", "build_component", "pack", "unpack"]
+
+SHARD_FILE = "shard.json"
+
+
+# ---------------------------------------------------------------- transport
+def _to_numpy(tensor: torch.Tensor) -> Any:  # Any: an ndarray or the tensor itself
+    if tensor.device.type != "cpu" or tensor.dtype in (torch.bfloat16,) or tensor.is_sparse:
+        return tensor
+    return tensor.detach().numpy()
+
+
+def _to_tensor(value: Any, copy: bool) -> Any:  # Any: what _to_numpy returned
+    if isinstance(value, np.ndarray):
+        if copy or not value.flags.writeable:
+            value = value.copy()
+        return torch.from_numpy(value)
+    return value
+
+
+def pack(data: Any) -> Any:  # Any: any buffer element or batch
+    """Tensors and tensordicts as numpy arrays (moved by Ray's object store without pickling).
+
+    A tensordict's leaves travel as one byte buffer (one object-store buffer rather than
+    one per leaf) with a table of where each leaf lies in it.
+    """
+    if isinstance(data, TensorDictBase):
+        arrays, table, extra, offset = [], [], {}, 0
+        for key, value in data.items(True, True):
+            leaf = _to_numpy(value) if isinstance(value, torch.Tensor) else value
+            if not isinstance(leaf, np.ndarray):
+                extra[key] = leaf
+                continue
+            flat = np.ascontiguousarray(leaf).reshape(-1).view(np.uint8)
+            pad = -offset % _ALIGN
+            if pad:
+                arrays.append(np.zeros(pad, dtype=np.uint8))
+                offset += pad
+            table.append((key, leaf.dtype.str, leaf.shape, offset, flat.size))
+            arrays.append(flat)
+            offset += flat.size
+        blob = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.uint8)
+        return ("__td__", tuple(data.batch_size), blob, table, extra)
+    if isinstance(data, torch.Tensor):
+        return ("__tensor__", _to_numpy(data))
+    return data
+
+
+_ALIGN = 16  # bytes: every leaf starts aligned for any dtype
+
+
+def unpack(data: Any, *, copy: bool = False) -> Any:  # Any: what pack returned
+    """Undo :func:`pack`; ``copy`` detaches the result from the object store's memory."""
+    if isinstance(data, tuple) and data and data[0] == "__td__":
+        _, batch_size, blob, table, extra = data
+        if copy or not blob.flags.writeable:  # one copy of the whole buffer
+            blob = blob.copy()
+        td = TensorDict(batch_size=batch_size)
+        for key, dtype, shape, offset, nbytes in table:
+            leaf = blob[offset : offset + nbytes].view(np.dtype(dtype)).reshape(shape)
+            td.set(key, torch.from_numpy(leaf))
+        for key, value in extra.items():
+            td.set(key, _to_tensor(value, copy))
+        return td
+    if isinstance(data, tuple) and len(data) == 2 and data[0] == "__tensor__":
+        return _to_tensor(data[1], copy)
+    return data
+
+
+def build_component(component: Any) -> Any:  # Any: a storage/sampler/writer or its factory
+    """A component, or a zero-argument factory of one (a class or ``functools.partial``)."""
+    if isinstance(component, type | functools.partial):
+        return component()
+    return component
+
+
+# ---------------------------------------------------------------- shard
+class BufferShard:
+    """A :class:`ReplayBuffer` with an optional rate limiter, FIFO reads and checkpoints.
+
+    Args:
+        buffer_kwargs (dict): :class:`ReplayBuffer` keyword arguments; ``storage``,
+            ``sampler`` and ``writer`` may be factories.
+        rate_limiter (RateLimiter, optional): gates inserts and samples.
+        checkpoint_dir (str, optional): where periodic checkpoints go; a complete one
+            found there at start-up is loaded (an actor restarted by Ray restores itself).
+        checkpoint_every (int, optional): inserted items between periodic checkpoints.
+        timeout (float, optional): default seconds a rate-limited call waits.
+    """
+
+    def __init__(
+        self,
+        buffer_kwargs: dict[str, Any],
+        *,
+        rate_limiter: RateLimiter | None = None,
+        checkpoint_dir: str | None = None,
+        checkpoint_every: int | None = None,
+        timeout: float | None = None,
+    ) -> None:
+        kwargs = dict(buffer_kwargs)
+        for name in ("storage", "sampler", "writer", "transform"):
+            if kwargs.get(name) is not None:
+                kwargs[name] = build_component(kwargs[name])
+        self.rb = ReplayBuffer(**kwargs)
+        self.limiter = rate_limiter
+        self.fifo = bool(getattr(rate_limiter, "fifo", False))
+        if self.fifo:
+            self._check_fifo()
+        self.timeout = timeout
+        self.inserts = 0
+        self.samples = 0
+        self.reads = 0  # FIFO items read so far
+        self.checkpoint_dir = Path(checkpoint_dir) if checkpoint_dir else None
+        self.checkpoint_every = checkpoint_every
+        self._last_checkpoint = 0
+        self.restored: dict[str, Any] | None = None
+        if self.checkpoint_dir is not None and (self.checkpoint_dir / SHARD_FILE).is_file():
+            self.restored = self.loads(str(self.checkpoint_dir))
+
+    def _check_fifo(self) -> None:
+        capacity = getattr(self.rb.storage, "max_size", None)
+        if getattr(self.rb.storage, "ndim", 1) != 1 or capacity is None:
+            raise ValueError(
+                "A Queue rate limiter needs a one-dim storage with a max_size, got "
+                f"{self.rb.storage!r}. Use LazyTensorStorage(n) or ListStorage(n)."
+            )
+        if self.limiter.size > capacity:
+            raise ValueError(
+                f"Queue(size={self.limiter.size}) holds more items than the storage "
+                f"(max_size={capacity}); unread items would be overwritten. Use Queue(size<="
+                f"{capacity}) or a bigger storage."
+            )
+
+    # ------------------------------------------------------------ bookkeeping
+    def meta(self) -> tuple[int, float, float, int]:
+        """``(len, priority mass, min priority, inserts)`` of this shard."""
+        sampler = self.rb.sampler
+        size = len(self.rb)
+        if self.fifo:
+            size = self.inserts - self.reads
+        if isinstance(sampler, PrioritizedSampler) and size:
+            return (
+                size,
+                float(sampler._sum_tree.total()),
+                float(sampler._min_tree.total()),
+                (self.inserts),
+            )
+        return size, float(size), 1.0, self.inserts
+
+    def describe(self) -> dict[str, Any]:
+        """What the client needs once: capacity, sampler kind, slice unit, meta."""
+        sampler = self.rb.sampler
+        slice_len = getattr(sampler, "slice_len", None)
+        num_slices = getattr(sampler, "num_slices", None)
+        return {
+            "capacity": int(getattr(self.rb.storage, "max_size", 0) or 0),
+            "prioritized": isinstance(sampler, PrioritizedSampler),
+            "beta": float(getattr(sampler, "beta", 0.0)),
+            "slice_unit": ("len", slice_len) if slice_len else ("num", num_slices),
+            "meta": self.meta(),
+        }
+
+    def ping(self) -> tuple[int, float, float, int]:
+        return self.meta()
+
+    def pid(self) -> int:
+
+        return os.getpid()
+
+    def stats(self) -> dict[str, Any]:
+        out = {
+            "len": len(self.rb),
+            "inserts": self.inserts,
+            "samples": self.samples,
+            "restored": self.restored,
+        }
+        if self.limiter is not None:
+            out["rate_limiter"] = self.limiter.stats()
+        if self.fifo:
+            out["queue_size"] = self.inserts - self.reads
+        return out
+
+    def _timeout(self, timeout: Any) -> float | None:
+        return self.timeout if timeout == "default" else timeout
+
+    # ------------------------------------------------------------ writes
+    def _count(self, data: Any) -> int:
+        if isinstance(self.rb.storage, ListStorage) and isinstance(data, list):
+            return len(data)
+        if isinstance(data, list):
+            return len(data)
+        if isinstance(data, torch.Tensor) or is_tensor_collection(data):
+            return data.shape[self.rb.dim_extend]
+        raise TypeError(
+            f"A rate-limited extend needs a tensor, a tensordict or a list, got "
+            f"{type(data).__name__}. Write it with add() instead."
+        )
+
+    def _chunk(self, data: Any, start: int, stop: int) -> Any:
+        if isinstance(data, list):
+            return data[start:stop]
+        index = (slice(None),) * self.rb.dim_extend + (slice(start, stop),)
+        return data[index]
+
+    def extend(self, data: Any, timeout: Any = "default") -> tuple[Any, tuple]:
+        data = unpack(data)
+        if self.limiter is None:
+            index = self.rb.extend(data)
+            self.inserts += self._count(data) if data is not None else 0
+        else:
+            total, done, parts = self._count(data), 0, []
+            while done < total:
+                granted = self.limiter.insert(total - done, timeout=self._timeout(timeout))
+                try:
+                    part = data if granted == total else self._chunk(data, done, done + granted)
+                    parts.append(self.rb.extend(part))
+                except BaseException:
+                    self.limiter.cancel_insert(granted)
+                    raise
+                done += granted
+                self.inserts += granted
+            index = parts[0] if len(parts) == 1 else _cat_index(parts)
+        self._maybe_checkpoint()
+        return pack(index), self.meta()
+
+    def add(self, data: Any, timeout: Any = "default") -> tuple[Any, tuple]:
+        data = unpack(data)
+        if self.limiter is not None:
+            self.limiter.insert(1, timeout=self._timeout(timeout))
+        try:
+            index = self.rb.add(data)
+        except BaseException:
+            if self.limiter is not None:
+                self.limiter.cancel_insert(1)
+            raise
+        self.inserts += 1
+        self._maybe_checkpoint()
+        return index, self.meta()
+
+    def update_priority(self, index: Any, priority: Any) -> tuple:
+        self.rb.update_priority(unpack(index), unpack(priority))
+        return self.meta()
+
+    def setitem(self, index: Any, value: Any) -> None:
+        self.rb[unpack(index)] = unpack(value)
+
+    def empty(self) -> tuple:
+        self.rb.empty()
+        self.inserts = self.samples = self.reads = 0
+        if self.limiter is not None:
+            self.limiter.reset()
+        return self.meta()
+
+    # ------------------------------------------------------------ reads
+    def sample(
+        self, batch_size: int | None, return_info: bool, timeout: Any = "default"
+    ) -> tuple[Any, Any, tuple]:
+        count = batch_size if batch_size is not None else self.rb.batch_size
+        if count is None:
+            raise ValueError(
+                "RayReplayBuffer.sample expected a batch_size, got None here and at "
+                "construction. Pass sample(batch_size) or RayReplayBuffer(batch_size=...)."
+            )
+        if self.limiter is not None:
+            self.limiter.sample(count, timeout=self._timeout(timeout))
+        try:
+            if self.fifo:
+                capacity = self.rb.storage.max_size
+                index = (torch.arange(count) + self.reads) % capacity
+                data, info = self.rb._read(index), {"index": index}
+                self.reads += count
+            else:
+                data, info = self.rb.sample(count, return_info=True)
+        except BaseException:
+            if self.limiter is not None:
+                self.limiter.cancel_sample(count)
+            raise
+        self.samples += count
+        info = {key: pack(value) for key, value in info.items()} if return_info else None
+        return pack(data), info, self.meta()
+
+    def getitem(self, index: Any) -> Any:
+        return pack(self.rb[unpack(index)])
+
+    def len(self) -> int:
+        return len(self.rb)
+
+    def attr(self, name: str) -> Any:
+        return getattr(self.rb, name)
+
+    # ------------------------------------------------------------ state
+    def state_dict(self) -> dict[str, Any]:
+        state = self.rb.state_dict()
+        state["_shard"] = self._counters()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> tuple:
+        state = dict(state)
+        counters = state.pop("_shard", None)
+        self.rb.load_state_dict(state)
+        if counters is not None:
+            self._set_counters(counters)
+        return self.meta()
+
+    def _counters(self) -> dict[str, Any]:
+        out = {"inserts": self.inserts, "samples": self.samples, "reads": self.reads}
+        if self.limiter is not None:
+            out["limiter"] = self.limiter.state_dict()
+        return out
+
+    def _set_counters(self, counters: dict[str, Any]) -> None:
+        self.inserts, self.samples = int(counters["inserts"]), int(counters["samples"])
+        self.reads = int(counters.get("reads", 0))
+        if self.limiter is not None and "limiter" in counters:
+            self.limiter.load_state_dict(counters["limiter"])
+
+    def dumps(self, path: str) -> dict[str, Any]:
+        """Write the buffer and the counters to ``path`` atomically; return what was written."""
+        record = {**self._counters(), "time": time.time(), "len": len(self.rb), "path": str(path)}
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        self.rb.dumps(path / "buffer")  # atomic (the buffer's own pointer file)
+        # the record is written after the buffer, then renamed into place: a record
+        # always describes a complete buffer dump (or an older one, never a newer one)
+        tmp = path / f"{SHARD_FILE}.tmp-{os.getpid()}"
+        write_json(tmp, record)
+        os.replace(tmp, path / SHARD_FILE)
+        return record
+
+    def loads(self, path: str) -> dict[str, Any]:
+        """Load a checkpoint of :meth:`dumps`; return its record."""
+        record = read_json(Path(path) / SHARD_FILE, "RayReplayBuffer")
+        self.rb.loads(Path(path) / "buffer")
+        self._set_counters(record)
+        self._last_checkpoint = self.inserts
+        self.restored = record
+        return record
+
+    def _maybe_checkpoint(self) -> None:
+        if self.checkpoint_dir is None or not self.checkpoint_every:
+            return
+        if self.inserts - self._last_checkpoint >= self.checkpoint_every:
+            self.dumps(str(self.checkpoint_dir))
+            self._last_checkpoint = self.inserts
+
+
+def _cat_index(parts: list[Any]) -> Any:
+    if all(isinstance(part, torch.Tensor) for part in parts):
+        return torch.cat(parts)
+    return tuple(torch.cat(dims) for dims in zip(*parts, strict=True))
