@@ -328,5 +328,8 @@ class _FrameStorage(Storage):
         return None
 
     def _get_entry(self, key: Any, index: Any = None) -> torch.Tensor:  # Any: a key / an index
-        value = self.data.get(key)
+        value = self.data.get(key, None)
+        if value is None:  # an entry formed on read ("next" frames, done flags)
+            rows = torch.arange(self.max_size) if index is None else index
+            return self.get(rows).get(key)
         return value if index is None else value[index]
