@@ -90,6 +90,9 @@ DOCUMENTED = [
     "VecNormV2",
     "VideoRecorder",
     "gSDENoise",
+    # TorchRL's top-level switch for nested TransformedEnv (torchrl.set_auto_unwrap_transformed_env)
+    "auto_unwrap_transformed_env",
+    "set_auto_unwrap_transformed_env",
 ]
 
 #: torchrl.record.loggers' documented names (trainers_loggers reference page).

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rl_transforms._action import ActionDiscretizer, ActionMask, DiscreteActionProjection
 from rl_transforms._auto_reset import AutoResetEnv, AutoResetTransform
+from rl_transforms._auto_unwrap import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
 from rl_transforms._base import Compose, ObservationTransform, Transform
 from rl_transforms._bookkeeping import InitTracker, RewardSum, StepCounter, TargetReturn, Timer
 from rl_transforms._dtype_device import (
@@ -64,6 +65,7 @@ __all__: list[str] = [
     "ActionMask",
     "AutoResetEnv",
     "AutoResetTransform",
+    "auto_unwrap_transformed_env",
     "BinarizeReward",
     "CatFrames",
     "CatTensors",
@@ -102,6 +104,7 @@ __all__: list[str] = [
     "RewardScaling",
     "RewardSum",
     "SelectTransform",
+    "set_auto_unwrap_transformed_env",
     "SignTransform",
     "SqueezeTransform",
     "Stack",

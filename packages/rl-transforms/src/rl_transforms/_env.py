@@ -16,6 +16,7 @@ from tensordict import TensorDict, TensorDictBase
 from rl_envs_core import EnvBase
 from rl_envs_core.hooks import register_transformed_env_factory
 from rl_envs_core.td_fast import get_entry as read
+from rl_transforms._auto_unwrap import auto_unwrap_transformed_env
 from rl_transforms._base import Compose, TDCallable, Transform, as_transform
 from rl_transforms._key_lists import set_unlocked
 
@@ -33,7 +34,9 @@ class TransformedEnv(EnvBase):
     Keyword Args:
         auto_unwrap (bool, optional): when ``base_env`` is itself a ``TransformedEnv``,
             wrap its base env with clones of its transforms followed by ``transform``
-            instead of nesting. Defaults to ``True``.
+            instead of nesting. Defaults to ``None``: the value of
+            :func:`auto_unwrap_transformed_env` (``True`` unless changed with
+            :class:`set_auto_unwrap_transformed_env`).
         **kwargs: passed to :class:`EnvBase` (``allow_done_after_reset``,
             ``run_type_checks``, ``spec_locked``). The device is the base env's.
 
@@ -69,7 +72,9 @@ class TransformedEnv(EnvBase):
                 f"{type(base_env).__name__}. Wrap your environment in an EnvBase subclass first."
             )
         transform = Compose() if transform is None else as_transform(transform)
-        if isinstance(base_env, TransformedEnv) and auto_unwrap is not False:
+        if auto_unwrap is None:
+            auto_unwrap = auto_unwrap_transformed_env()
+        if isinstance(base_env, TransformedEnv) and auto_unwrap:
             inner = [t.clone() for t in _as_list(base_env.transform)]
             transform = Compose(*inner, transform)
             base_env = base_env.base_env
