@@ -17,7 +17,7 @@ import torch
 from tensordict import NestedKey
 
 from rl_envs_core._step_mdp import as_tuple
-from rl_specs import Composite, TensorSpec
+from rl_specs import Composite, Stacked, TensorSpec
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
@@ -207,9 +207,12 @@ def compute_key_cache(env: EnvBase) -> dict[str, Any]:
         keys = _sorted_keys(spec)
         cache[f"{role}_keys"] = keys
         cache[f"{role}_leaves"] = [(key, spec[key]) for key in keys]
-    # a pool of envs with different action classes has leaves that form no single tensor
-    # (dtype None): their actions are drawn per member, from the composite
-    cache["action_leafwise"] = all(leaf.dtype is not None for _, leaf in cache["action_leaves"])
+    # a pool of envs with different action classes, or heterogeneous agents stacked lazily,
+    # have leaves that form no single tensor: their actions are drawn per member, from the
+    # composite (whose sample holds lazy stacks)
+    cache["action_leafwise"] = not any(
+        leaf.dtype is None or isinstance(leaf, Stacked) for _, leaf in cache["action_leaves"]
+    )
     levels: dict[tuple, list[NestedKey]] = {}
     for key in cache["done_keys"]:
         levels.setdefault(as_tuple(key)[:-1], []).append(key)
