@@ -279,7 +279,7 @@ class EnvBase(nn.Module):
         except (KeyError, ValueError, RuntimeError, IndexError, TypeError) as err:
             _validation.check_step_input(self, tensordict, cause=err)
             raise
-        self._complete_done(out, fill_zeros=False)
+        self._complete_done(out, fill_zeros=True)  # a missing done entry means "not done"
         if self._device is not None and out.device != self._device:
             out = out.to(self._device)
         if not self._io_checked:
