@@ -15,6 +15,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase
 from rl_envs_core.hooks import register_transformed_env_factory
+from rl_envs_core.td_fast import get_entry
 from rl_envs_core.td_fast import get_entry as read
 from rl_transforms._auto_unwrap import auto_unwrap_transformed_env
 from rl_transforms._base import Compose, TDCallable, Transform, as_transform
@@ -167,6 +168,12 @@ class TransformedEnv(EnvBase):
         state = tensordict
         if self.__dict__["_has_inv"]:
             state = transform._inv_call(tensordict.copy())
+            # inverse-transformed entries the specs list as state (say the float action
+            # an ActionDiscretizer computed) are kept in the data, as TorchRL records them
+            for key in self._key_cache()["state_keys"]:
+                value = get_entry(state, key)
+                if value is not None and value is not get_entry(tensordict, key):
+                    tensordict.set(key, value)
         base = self.__dict__["_base"]
         if type(base).step is EnvBase.step:  # the next data without the write + read back
             next_tensordict = base.next_of(state)
