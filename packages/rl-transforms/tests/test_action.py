@@ -6,8 +6,16 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from rl_envs_core import check_env_specs
-from rl_specs import Bounded, Categorical, Composite, MultiCategorical, MultiOneHot, OneHot
+from rl_envs_core import EnvBase, check_env_specs
+from rl_specs import (
+    Bounded,
+    Categorical,
+    Composite,
+    MultiCategorical,
+    MultiOneHot,
+    OneHot,
+    Unbounded,
+)
 from rl_transforms import ActionDiscretizer, ActionMask, DiscreteActionProjection, TransformedEnv
 
 
@@ -102,6 +110,61 @@ class TestActionDiscretizer:
                 continuous_env(dtype=torch.float32), ActionDiscretizer(5, categorical=False)
             )
         )
+
+
+class ScalarActionEnv(EnvBase):
+    """A bounded action with no action dim (``singleton=False``) or a dim of one."""
+
+    def __init__(self, singleton=False, **kwargs):
+        super().__init__(**kwargs)
+        batch = tuple(self.batch_size)
+        self.action_spec = Bounded(-1.0, 1.0, shape=(*batch, 1) if singleton else batch)
+        self.observation_spec = Composite(observation=Unbounded(shape=(*batch, 1)), shape=batch)
+        self.reward_spec = Unbounded(shape=(*batch, 1))
+        self.received = []
+
+    def _reset(self, tensordict=None):
+        return TensorDict(observation=torch.zeros(*self.batch_size, 1), batch_size=self.batch_size)
+
+    def _step(self, tensordict):
+        self.received.append(tensordict["action"].clone())
+        return TensorDict(
+            observation=torch.zeros(*self.batch_size, 1),
+            reward=torch.zeros(*self.batch_size, 1),
+            done=torch.zeros(*self.batch_size, 1, dtype=torch.bool),
+            batch_size=self.batch_size,
+        )
+
+    def _set_seed(self, seed):
+        return seed
+
+
+class TestActionDiscretizerShapes:
+    @pytest.mark.parametrize("singleton", [True, False])
+    @pytest.mark.parametrize("categorical", [True, False])
+    @pytest.mark.parametrize("batch_size", [(), (2,)])
+    @pytest.mark.parametrize("num_intervals", [4, torch.tensor([4])])
+    def test_scalar_and_batched_action_specs(self, singleton, categorical, batch_size,
+                                             num_intervals):
+        base = ScalarActionEnv(singleton, batch_size=batch_size)
+        env = TransformedEnv(base, ActionDiscretizer(num_intervals, categorical=categorical))
+        check_env_specs(env)
+        env.rollout(3)
+        sent = torch.stack(base.received)
+        assert sent.shape[1:] == base.action_spec.shape
+        assert ((sent >= -1) & (sent <= 1)).all()
+
+    def test_renamed_action_is_recorded_as_state(self):
+        env = TransformedEnv(ScalarActionEnv(True), ActionDiscretizer(4, out_action_key="choice"))
+        assert env.action_keys == ["choice"]
+        assert "action" in env.full_state_spec.keys()
+        data = env.rollout(3)
+        assert data["action"].dtype == torch.float32
+        # the median of each of the 4 intervals of [-1, 1]
+        expected = {0: -0.75, 1: -0.25, 2: 0.25, 3: 0.75}
+        for choice, value in zip(data["choice"].reshape(-1).tolist(),
+                                 data["action"].reshape(-1).tolist()):
+            assert value == pytest.approx(expected[choice])
 
 
 class TestDiscreteActionProjection:
