@@ -17,6 +17,15 @@ def _obs(values, key="observation"):
 
 
 class TestObservationNorm:
+    @pytest.mark.parametrize("standard_normal", [True, False])
+    def test_a_leaf_spec_is_transformed_directly(self, standard_normal):
+        t = ObservationNorm(loc=0.5, scale=2.0, in_keys=["obs"], standard_normal=standard_normal)
+        out = t.transform_observation_spec(Bounded(0.0, 1.0, shape=(3,)))
+        low, high = (-0.25, 0.25) if standard_normal else (0.5, 2.5)
+        assert isinstance(out, Bounded) and out.shape == (3,)
+        assert torch.allclose(out.space.low, torch.full((3,), low))
+        assert torch.allclose(out.space.high, torch.full((3,), high))
+
     @pytest.mark.parametrize("standard_normal, expected", [(False, [3.0, 5.0]), (True, [0.0, 0.5])])
     def test_affine(self, standard_normal, expected):
         t = ObservationNorm(loc=1.0, scale=2.0, standard_normal=standard_normal)
