@@ -224,7 +224,10 @@ def compute_key_cache(env: EnvBase) -> dict[str, Any]:
         named_done = [k for k in keys if as_tuple(k)[-1] == "done"]
         flags.extend(named_done or keys)
     cache["done_flags"] = flags
-    cache["reward_excluded"] = frozenset(map(as_tuple, cache["reward_keys"]))
+    # a reward the env also reads back as a state (an episode sum declared as reward)
+    # moves to the next root like any state
+    states = frozenset(map(as_tuple, cache["state_keys"]))
+    cache["reward_excluded"] = frozenset(map(as_tuple, cache["reward_keys"])) - states
     cache["root_excluded"] = frozenset(
         {("next",), *map(as_tuple, cache["action_keys"]), *map(as_tuple, cache["reward_keys"])}
     )
