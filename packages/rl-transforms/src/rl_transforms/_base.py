@@ -45,6 +45,13 @@ class _KeyList:
         transform.__dict__[self.attr] = key_list(value, owner=owner, name=self.name)
 
 
+def _in_an_env(container: Any) -> bool:  # Any: a Compose or a TransformedEnv
+    """Whether ``container`` is an environment or a chain that belongs to one."""
+    while isinstance(container, Transform):
+        container = container.__dict__["_container"]
+    return container is not None
+
+
 class Transform(nn.Module):
     """Base class for environment transforms, which modify or create new data in a tensordict.
 
@@ -294,11 +301,15 @@ class Transform(nn.Module):
     def set_container(self, container: Any) -> None:  # Any: a Compose or a TransformedEnv
         """Register ``container`` as the holder of this transform.
 
+        A transform held by a ``Compose`` that belongs to no environment (a cloned
+        chain, say) may move to another container.
+
         Raises:
-            ValueError: if the transform already belongs to another container.
+            ValueError: if the transform already belongs to another container that is
+                part of an environment.
         """
         current = self.__dict__["_container"]
-        if current is not None and current is not container:
+        if current is not None and current is not container and _in_an_env(current):
             raise ValueError(
                 f"{type(self).__name__} already belongs to a {type(current).__name__}; a "
                 f"transform has a single parent. Attach a parentless copy instead: "
