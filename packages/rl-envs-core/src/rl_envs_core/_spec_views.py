@@ -32,6 +32,8 @@ ROLE_PARENT = {
 }
 #: roles whose short accessor returns the leaf when there is exactly one.
 LEAF_ROLES = {"action": "action", "reward": "reward", "done": "done"}
+# a leaf spec assigned to ``<role>_spec`` is stored under this key of the role's composite
+WRAPPED_LEAF_ROLES = {**LEAF_ROLES, "observation": "observation"}
 PARENT_ROLES = {
     "output_spec": ("observation", "reward", "done"),
     "input_spec": ("action", "state"),
@@ -146,19 +148,22 @@ class SpecView:
         return unbatch(spec, env.batch_size) if self.unbatched else spec
 
     def __set__(self, env: EnvBase, value: TensorSpec) -> None:
+        if "_output_spec" not in env.__dict__:  # before EnvBase.__init__: applied by it
+            env.__dict__.setdefault("_pending_specs", []).append((self, value))
+            return
         if self.unbatched:
             value = value.expand(*env.batch_size, *value.shape)
         if isinstance(value, Composite):
             assign_full_spec(env, self.role, value)
             return
-        if self.full or self.role not in LEAF_ROLES:
+        if self.full or self.role not in WRAPPED_LEAF_ROLES:
             name = f"{'full_' if self.full else ''}{self.role}_spec"
             raise TypeError(
                 f"{name} must be a Composite, got {type(value).__name__}. Wrap it: "
                 f"Composite({self.role}=spec, shape=env.batch_size)."
             )
         _check_batch(self.role, value, env.batch_size)
-        wrapped = Composite({LEAF_ROLES[self.role]: value}, shape=env.batch_size)
+        wrapped = Composite({WRAPPED_LEAF_ROLES[self.role]: value}, shape=env.batch_size)
         assign_full_spec(env, self.role, wrapped)
 
 
@@ -176,6 +181,9 @@ class ParentSpecView:
         return unbatch(spec, env.batch_size) if self.unbatched else spec
 
     def __set__(self, env: EnvBase, value: Composite) -> None:
+        if "_output_spec" not in env.__dict__:  # before EnvBase.__init__: applied by it
+            env.__dict__.setdefault("_pending_specs", []).append((self, value))
+            return
         if self.unbatched:
             value = value.expand(*env.batch_size, *value.shape)
         assign_parent_spec(env, self.name, value)
