@@ -63,7 +63,11 @@ def _run_file(python: Path, path: Path, libs: str, args: argparse.Namespace) -> 
             "--json",
             str(out),
         ]
-        env = {**os.environ, "PYTHONPATH": str(HERE)}
+        # ours keeps the caller's PYTHONPATH (a worktree's sources); the peer venv sees only ours
+        paths = [str(HERE)]
+        if python == Path(sys.executable) and os.environ.get("PYTHONPATH"):
+            paths.append(os.environ["PYTHONPATH"])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
         if proc.returncode != 0 or not out.exists():
             reason = (proc.stderr.strip().splitlines() or ["no output"])[-1]

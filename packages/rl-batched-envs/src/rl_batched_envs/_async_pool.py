@@ -290,7 +290,7 @@ class AsyncEnvPool(EnvBase):
             seed = self._call_env(i, "set_seed", seed, static_seed)
         return seed
 
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = True) -> None:
         """Stop the threads or processes and close the sub-envs."""
         self._shutdown()
         self.__dict__["is_closed"] = True

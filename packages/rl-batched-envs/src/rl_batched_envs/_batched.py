@@ -164,7 +164,7 @@ class BatchedEnvBase(EnvBase):
             super().__init__(device=device, batch_size=torch.Size([num_workers, *sub_batch]))
             self._set_specs(metas)
         except BaseException:
-            self.close()
+            self.close(raise_if_closed=False)
             raise
 
     # ------------------------------------------------------------------ subclass hooks
@@ -282,20 +282,35 @@ class BatchedEnvBase(EnvBase):
             return
         self._set_specs(self._start_and_collect())
         self.is_closed = False
+        self.__dict__["_closed_by_call"] = False
 
-    def close(self) -> None:
-        """Close the sub-envs and stop the workers; the env restarts on next use."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Close the sub-envs and stop the workers; the env restarts on next use.
+
+        Args:
+            raise_if_closed (bool, optional): raise if ``close()`` was already called
+                (and the env not used since). Defaults to ``True``.
+
+        Raises:
+            RuntimeError: on a repeated ``close()`` with ``raise_if_closed`` set.
+        """
+        if raise_if_closed and self.__dict__.get("_closed_by_call", False):
+            raise RuntimeError(
+                f"{type(self).__name__}.close() was called on an env that is already "
+                f"closed. Pass raise_if_closed=False to make a repeated close a no-op."
+            )
         if self.__dict__.get("_running", False):
             self._shutdown()
         self.__dict__["_running"] = False
         self.__dict__["is_closed"] = True
+        self.__dict__["_closed_by_call"] = True
 
     def __enter__(self) -> BatchedEnvBase:
         self._ensure_started()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.close(raise_if_closed=False)
 
     def update_kwargs(self, kwargs: dict | Sequence[dict]) -> None:
         """Update the kwargs given to each env factory (a dict for all or one per env).
@@ -306,7 +321,7 @@ class BatchedEnvBase(EnvBase):
         for old, extra in zip(self._kwargs, new):
             old.update(extra)
         if self._running:
-            self.close()
+            self.close(raise_if_closed=False)
 
     # ------------------------------------------------------------------ routing
     def _route(self, envs: list[int] | None) -> dict[int, list[int] | None]:

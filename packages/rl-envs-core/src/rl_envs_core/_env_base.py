@@ -634,8 +634,13 @@ class EnvBase(nn.Module):
         """Forget the cached key lists (recomputed on next use)."""
         self._invalidate_cache()
 
-    def close(self) -> None:
-        """Release the env's resources."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Release the env's resources.
+
+        Args:
+            raise_if_closed (bool, optional): accepted for TorchRL compatibility; closing
+                a plain env twice is harmless. Defaults to ``True``.
+        """
         self.is_closed = True
 
     def __repr__(self) -> str:

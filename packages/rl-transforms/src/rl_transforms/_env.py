@@ -209,9 +209,9 @@ class TransformedEnv(EnvBase):
         self.__dict__["_t"]._clear_cache()
         self._compute_specs()
 
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = True) -> None:
         """Close the base env."""
-        self.base_env.close()
+        self.base_env.close(raise_if_closed=raise_if_closed)
         self.is_closed = True
 
     def __getattr__(self, name: str) -> Any:  # Any: forwarded attribute of the base env
