@@ -168,25 +168,33 @@ class TestActionDiscretizerShapes:
 
 
 class TestDiscreteActionProjection:
-    def test_inverse_pads_to_max_actions(self, masked_env):
-        base = masked_env(n=6)
+    def test_policy_acts_over_max_actions_env_receives_effective(self, masked_env):
+        base = masked_env(n=3)
         env = TransformedEnv(base, DiscreteActionProjection(3, 6))
         spec = env.action_spec
-        assert isinstance(spec, OneHot) and spec.shape == torch.Size([3])
+        assert isinstance(spec, OneHot) and spec.shape == torch.Size([6])
         data = env.rollout(4)
-        assert data["action"].shape == torch.Size([4, 3])
+        assert data["action"].shape == torch.Size([4, 6])
         assert (base.last_action < 3).all()
 
-    def test_forward_projects_large_actions(self):
+    def test_inverse_replaces_out_of_range_actions(self):
         t = DiscreteActionProjection(2, 4)
-        out = t(TensorDict({"action": torch.nn.functional.one_hot(torch.tensor([1, 3]), 4)}, [2]))[
-            "action"
-        ]
-        assert out.shape == torch.Size([2, 2]) and out[0].tolist() == [0, 1]
+        out = t.inv(TensorDict({"action": torch.nn.functional.one_hot(torch.tensor([1, 3]), 4)}, [2]))
+        assert out["action"].shape == torch.Size([2, 2]) and out["action"][0].tolist() == [0, 1]
+        assert out["action"].sum(-1).tolist() == [1, 1]
+
+    def test_forward_maps_env_actions_to_max_actions(self):
+        t = DiscreteActionProjection(2, 4)
+        out = t(TensorDict({"action": torch.tensor([[0, 1], [1, 0]])}, [2]))["action"]
+        assert out.tolist() == [[0, 1, 0, 0], [1, 0, 0, 0]]
+
+    def test_inverse_of_a_wrongly_sized_action_raises(self):
+        with pytest.raises(ValueError, match="max_actions=4"):
+            DiscreteActionProjection(2, 4).inv(TensorDict({"action": torch.tensor([0, 1])}))
 
     def test_effective_above_max_raises(self):
         with pytest.raises(ValueError, match=r"expected num_actions_effective <= max_actions"):
             DiscreteActionProjection(5, 3)
 
     def test_check_env_specs(self, masked_env):
-        check_env_specs(TransformedEnv(masked_env(n=6), DiscreteActionProjection(3, 6)))
+        check_env_specs(TransformedEnv(masked_env(n=3), DiscreteActionProjection(3, 6)))

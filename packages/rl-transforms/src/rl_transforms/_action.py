@@ -236,14 +236,16 @@ class ActionDiscretizer(Transform):
 class DiscreteActionProjection(Transform):
     """Projects discrete actions from a high dimensional space to a low dimensional space.
 
-    The base env takes one-hot actions of size ``max_actions``; the policy picks among
-    the first ``num_actions_effective``. The inverse pads the policy's one-hot action
-    to ``max_actions``; the forward (``include_forward``) maps stored actions back,
-    replacing an action ``>= num_actions_effective`` by a random allowed one.
+    A policy shared by envs with different numbers of actions picks among
+    ``max_actions`` (one-hot); the base env takes ``num_actions_effective``. The
+    inverse maps the policy's action to the env's, replacing an action
+    ``>= num_actions_effective`` by a random allowed one; the forward
+    (``include_forward``) maps the env's actions back to ``max_actions`` (for stored
+    data).
 
     Args:
-        num_actions_effective (int): the actions the policy can pick.
-        max_actions (int): the base env's number of actions.
+        num_actions_effective (int): the base env's number of actions.
+        max_actions (int): the policy's number of actions.
         action_key (NestedKey, optional): the action. Defaults to ``"action"``.
         include_forward (bool, optional): also map actions in forward calls. Defaults to ``True``.
 
@@ -254,7 +256,9 @@ class DiscreteActionProjection(Transform):
         >>> import torch
         >>> from tensordict import TensorDict
         >>> t = DiscreteActionProjection(2, 4)
-        >>> t.inv(TensorDict({"action": torch.tensor([0, 1])}))["action"].tolist()
+        >>> t.inv(TensorDict({"action": torch.tensor([0, 1, 0, 0])}))["action"].tolist()
+        [0, 1]
+        >>> t(TensorDict({"action": torch.tensor([0, 1])}))["action"].tolist()
         [0, 1, 0, 0]
     """
 
@@ -277,13 +281,20 @@ class DiscreteActionProjection(Transform):
         self.include_forward = include_forward
 
     def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
-        index = obs.argmax(-1)
-        random = torch.randint(self.num_actions_effective, index.shape, device=obs.device)
-        index = torch.where(index >= self.num_actions_effective, random, index)
-        return torch.nn.functional.one_hot(index, self.num_actions_effective).to(obs.dtype)
+        index = obs.long().argmax(-1)
+        return torch.nn.functional.one_hot(index, self.max_actions).to(obs.dtype)
 
     def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.pad(state, (0, self.max_actions - state.shape[-1]))
+        if state.shape[-1] != self.max_actions:
+            raise ValueError(
+                f"DiscreteActionProjection expected one-hot actions over max_actions="
+                f"{self.max_actions} choices, got a last dim of {state.shape[-1]}. Write the "
+                f"policy's action with the transformed env's action spec."
+            )
+        index = state.long().argmax(-1)
+        random = torch.randint(self.num_actions_effective, index.shape, device=state.device)
+        index = torch.where(index >= self.num_actions_effective, random, index)
+        return torch.nn.functional.one_hot(index, self.num_actions_effective).to(state.dtype)
 
     def _reset(
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
@@ -298,8 +309,8 @@ class DiscreteActionProjection(Transform):
 
     def _transform_inv_spec(self, spec: TensorSpec) -> TensorSpec:
         return OneHot(
-            self.num_actions_effective,
-            shape=(*spec.shape[:-1], self.num_actions_effective),
+            self.max_actions,
+            shape=(*spec.shape[:-1], self.max_actions),
             dtype=spec.dtype,
             device=spec.device,
         )
