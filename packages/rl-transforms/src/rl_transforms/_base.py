@@ -263,6 +263,10 @@ class Transform(nn.Module):
         output_spec["full_done_spec"] = self.transform_done_spec(output_spec["full_done_spec"])
         return output_spec
 
+    def transform_env_device(self, device: torch.device | None) -> torch.device | None:
+        """The device of the env seen through this transform (``device`` unchanged by default)."""
+        return device
+
     def transform_input_spec(self, input_spec: Composite) -> Composite:
         """Transform ``full_action_spec`` and ``full_state_spec``.
 
@@ -517,6 +521,11 @@ class Compose(Transform):
         for t in self.transforms:
             input_spec = t.transform_input_spec(input_spec)
         return input_spec
+
+    def transform_env_device(self, device: torch.device | None) -> torch.device | None:
+        for t in self.transforms:
+            device = t.transform_env_device(device)
+        return device
 
     def _chain_spec(self, hook: str, spec: Composite) -> Composite:
         for t in self.transforms:

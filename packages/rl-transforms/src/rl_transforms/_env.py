@@ -39,7 +39,8 @@ class TransformedEnv(EnvBase):
             :func:`auto_unwrap_transformed_env` (``True`` unless changed with
             :class:`set_auto_unwrap_transformed_env`).
         **kwargs: passed to :class:`EnvBase` (``allow_done_after_reset``,
-            ``run_type_checks``, ``spec_locked``). The device is the base env's.
+            ``run_type_checks``, ``spec_locked``). The device is the base env's, as
+            changed by the transforms' ``transform_env_device``.
 
     Raises:
         TypeError: if ``base_env`` is not an ``EnvBase``.
@@ -80,7 +81,8 @@ class TransformedEnv(EnvBase):
             transform = Compose(*inner, transform)
             base_env = base_env.base_env
         kwargs.setdefault("spec_locked", base_env.is_spec_locked)
-        super().__init__(device=base_env.device, batch_size=base_env.batch_size, **kwargs)
+        device = transform.transform_env_device(base_env.device)
+        super().__init__(device=device, batch_size=base_env.batch_size, **kwargs)
         self.__dict__["_cache_specs"] = cache_specs
         self.base_env = base_env
         self.__dict__["_base"] = base_env
