@@ -38,6 +38,8 @@ class TransformedEnv(EnvBase):
             instead of nesting. Defaults to ``None``: the value of
             :func:`auto_unwrap_transformed_env` (``True`` unless changed with
             :class:`set_auto_unwrap_transformed_env`).
+        device (torch.device, optional): move the base env there first. Defaults to
+            ``None`` (the base env stays where it is).
         **kwargs: passed to :class:`EnvBase` (``allow_done_after_reset``,
             ``run_type_checks``, ``spec_locked``). The device is the base env's, as
             changed by the transforms' ``transform_env_device``.
@@ -66,13 +68,16 @@ class TransformedEnv(EnvBase):
         cache_specs: bool = True,
         *,
         auto_unwrap: bool | None = None,
-        **kwargs: bool,
+        **kwargs: Any,  # Any: EnvBase flags (bool) and device (str or torch.device)
     ) -> None:
         if not isinstance(base_env, EnvBase):
             raise TypeError(
                 f"TransformedEnv expected base_env to be an EnvBase, got "
                 f"{type(base_env).__name__}. Wrap your environment in an EnvBase subclass first."
             )
+        device = kwargs.pop("device", None)
+        if device is not None:  # TorchRL moves the base env there first
+            base_env = base_env.to(device)
         transform = Compose() if transform is None else as_transform(transform)
         if auto_unwrap is None:
             auto_unwrap = auto_unwrap_transformed_env()
