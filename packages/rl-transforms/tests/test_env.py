@@ -260,3 +260,10 @@ class TestTransformLikeModules:
         decoded = record(data["next"].clone())  # the decoder of the env it is attached to
         expected = torch.cat([data["next", "state"], data["next", "belief"]], -1)
         assert torch.equal(decoded["pixels"], expected)
+
+
+def test_device_keyword_moves_the_base_env(counting_env):
+    env = TransformedEnv(counting_env(), StepCounter(), device="cpu")
+    assert env.device == torch.device("cpu")
+    assert env.base_env.device == torch.device("cpu")
+    assert env.rollout(2)["next", "step_count"].device == torch.device("cpu")
