@@ -377,3 +377,17 @@ class TestTorchRLCallingConventions:
         env.close(raise_if_closed=False)
         env.rollout(1)  # restarts on use
         env.close()
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: SerialEnv(3, [CountingEnv, CountingEnv]),
+        lambda: SerialEnv(3, CountingEnv, [{}, {}]),
+        lambda: SerialEnv(2, CountingEnv).update_kwargs([{"max_steps": 3}]),
+    ],
+)
+def test_per_worker_lists_of_the_wrong_length_raise_value_and_runtime_error(build):
+    with pytest.raises(ValueError, match=r"and num_workers mismatch") as info:
+        build()
+    assert isinstance(info.value, RuntimeError)

@@ -22,13 +22,19 @@ from rl_specs import Composite, contains_lazy_spec
 EnvFactory = Callable[..., EnvBase]
 
 
+class _CountMismatchError(ValueError, RuntimeError):
+    """A per-worker list of the wrong length: a bad value (``ValueError``) that TorchRL
+    code catches as the ``RuntimeError`` it raises there."""
+
+
 def _as_list(value: Any, n: int, name: str, kind: type | tuple) -> list:  # Any: one or many
     if isinstance(value, (kind, str)) or not isinstance(value, Sequence):
         return [value] * n
     if len(value) != n:
-        raise ValueError(
-            f"{name} must be a single item or a sequence of num_workers={n} items, got "
-            f"{len(value)} items. Pass one per env or a single one for all."
+        raise _CountMismatchError(
+            f"len({name}) and num_workers mismatch: {name} must be a single item or a "
+            f"sequence of num_workers={n} items, got {len(value)} items. Pass one per env "
+            f"or a single one for all."
         )
     return list(value)
 
