@@ -154,3 +154,11 @@ class TestVecNormV2:
         check_env_specs(
             TransformedEnv(counting_env(), VecNormV2(in_keys=["observation", "reward"]))
         )
+
+
+@pytest.mark.parametrize("new_api, cls", [(True, VecNormV2), (False, VecNorm), (None, VecNorm)])
+def test_vecnorm_new_api_picks_the_class(new_api, cls):
+    t = VecNorm(in_keys=["obs"], decay=1.0, new_api=new_api)
+    assert type(t) is cls
+    out = t(TensorDict({"obs": torch.tensor([[1.0], [3.0]])}, [2]))["obs"].squeeze(-1)
+    assert out.tolist() == pytest.approx([-1.0, 1.0], abs=1e-3)
