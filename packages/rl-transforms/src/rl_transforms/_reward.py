@@ -248,9 +248,12 @@ class Reward2GoTransform(Transform):
             reward = tensordict.get(in_key, None)
             if reward is None:
                 raise missing_key_error("Reward2GoTransform", in_key, tensordict, "in_keys")
-            time_dim = tensordict.batch_dims - 1
+            # time runs along the reward's second-to-last dim (the last holds the reward's
+            # own features), whatever the batch dims of the tensordict
+            time_dim = max(reward.ndim - 2, 0)
             ends = done if done is not None else torch.zeros_like(reward, dtype=torch.bool)
-            ends = ends.reshape(reward.shape[: time_dim + 1] + (1,) * (reward.ndim - time_dim - 1))
+            while ends.ndim < reward.ndim:
+                ends = ends.unsqueeze(-1)
             out = torch.empty_like(reward)
             running = torch.zeros_like(reward.select(time_dim, 0))
             for t in range(reward.shape[time_dim] - 1, -1, -1):
