@@ -311,3 +311,9 @@ class TestAppendTransform:
             return td
 
         assert env.append_transform(transform) == (env, transform)
+
+
+def test_shape_is_the_batch_size():
+    from rl_envs_core.testing import CountingEnv
+
+    assert CountingEnv(batch_size=[3]).shape == torch.Size([3])

@@ -172,6 +172,11 @@ class EnvBase(nn.Module):
         return self._batch_size
 
     @property
+    def shape(self) -> torch.Size:
+        """The env's batch size (as ``tensordict.shape`` is a tensordict's)."""
+        return self._batch_size
+
+    @property
     def device(self) -> torch.device | None:
         """Where the input and output tensordicts are expected to live."""
         return self._device
