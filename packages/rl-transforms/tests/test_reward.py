@@ -109,6 +109,17 @@ class TestLineariseRewards:
         check_env_specs(env)
 
 
+@pytest.mark.parametrize(
+    "weights, low, high",
+    [(None, -3.0, 3.0), ([1.0, 0.0], -1.0, 1.0), ([1.0, -1.0], -3.0, 3.0), ([2.0, 1.0], -4.0, 4.0)],
+)
+def test_linearised_bounded_rewards_stay_bounded(weights, low, high):
+    spec = Bounded(low=torch.tensor([-1.0, -2.0]), high=torch.tensor([1.0, 2.0]), shape=(2,))
+    out = LineariseRewards(in_keys=["reward"], weights=weights).transform_reward_spec(spec)
+    assert isinstance(out, Bounded) and out.shape == (1,)
+    assert out.space.low.item() == low and out.space.high.item() == high
+
+
 class TestReward2GoTransform:
     def test_discounted_returns_restart_after_done(self):
         traj = TensorDict(

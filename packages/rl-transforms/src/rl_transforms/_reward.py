@@ -195,7 +195,19 @@ class LineariseRewards(Transform):
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         dtype = spec.dtype if spec.dtype.is_floating_point else torch.get_default_dtype()
-        return Unbounded(shape=(*spec.shape[:-1], 1), dtype=dtype, device=spec.device)
+        shape = (*spec.shape[:-1], 1)
+        if isinstance(spec, Bounded):
+            # the weighted sum of bounded objectives is bounded: a positive weight takes
+            # an objective's low to the low end, a negative one its high
+            low, high = spec.low.to(dtype), spec.high.to(dtype)
+            weights = self._buffers["weights"]
+            weights = torch.ones(low.shape[-1:], dtype=dtype) if weights is None else weights
+            weights = weights.to(dtype=dtype, device=low.device)
+            positive = weights >= 0
+            new_low = torch.where(positive, weights * low, weights * high).sum(-1, keepdim=True)
+            new_high = torch.where(positive, weights * high, weights * low).sum(-1, keepdim=True)
+            return Bounded(low=new_low, high=new_high, shape=shape, dtype=dtype, device=spec.device)
+        return Unbounded(shape=shape, dtype=dtype, device=spec.device)
 
 
 class Reward2GoTransform(Transform):
