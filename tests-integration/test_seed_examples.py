@@ -183,3 +183,81 @@ def test_pixel_render_transform_over_a_parallel_env(tmp_path, monkeypatch):
     frames = _decoded_frames(tmp_path / "csv_logs" / "dummy" / "videos" / "pixels_record_0.mp4")
     assert frames[0].shape == (800, 1200, 3)  # the 4 workers' images in a 2 x 2 grid
     assert len(frames) > r.shape[-1]  # every reset and step since the recorder was attached
+
+
+def test_transform_action_spec_loop_from_inner_to_outer_transform():
+    # 000, "Transforming Tensors and Specs" (envs_16): the loop is verbatim; the env and
+    # the transforms it runs over are ours (a Pendulum with two action transforms).
+    from rl_stack.envs import ActionDiscretizer, Compose, DoubleToFloat
+
+    def transform_action_spec(self, action_spec):
+        for t in self.transform:
+            action_spec = t.transform_action_spec(action_spec)
+        return action_spec
+
+    env = TransformedEnv(
+        GymEnv("Pendulum-v1"),
+        Compose(DoubleToFloat(in_keys_inv=["action"]), ActionDiscretizer(num_intervals=5)),
+    )
+    try:
+        leaf = transform_action_spec(env, env.base_env.action_spec.clone())
+        assert leaf == env.action_spec  # a single leaf spec goes through each transform
+        full = transform_action_spec(env, env.base_env.full_action_spec.clone())
+        assert full["action"] == env.action_spec
+    finally:
+        env.close()
+
+
+def test_action_mask_transform_on_an_env_with_masked_actions():
+    # 000, "Environments with masked actions" / "How to use the action mask transform"
+    # (envs_26): the wrapping is verbatim; `your_base_env` is written here, TorchRL
+    # style: its _step returns "done" only (terminated/truncated are completed for it).
+    from tensordict import TensorDict
+
+    from rl_stack.data import Categorical, Composite, Unbounded
+    from rl_stack.envs import ActionMask, EnvBase
+
+    class Corridor(EnvBase):
+        """Five cells; the action moves left (0), stays (1) or moves right (2) when allowed."""
+
+        def __init__(self):
+            super().__init__()
+            self.observation_spec = Composite(
+                position=Unbounded(shape=(1,), dtype=torch.int64),
+                action_mask=Categorical(2, shape=(3,), dtype=torch.bool),
+            )
+            self.action_spec = Categorical(3, shape=())
+            self.reward_spec = Unbounded(shape=(1,))
+            self.position = 0
+
+        def _observe(self):
+            mask = torch.tensor([self.position > 0, True, self.position < 4])
+            return TensorDict(
+                position=torch.tensor([self.position]), action_mask=mask, batch_size=()
+            )
+
+        def _reset(self, tensordict=None):
+            self.position = 0
+            return self._observe()
+
+        def _step(self, tensordict):
+            self.position += int(tensordict["action"]) - 1
+            assert 0 <= self.position <= 4  # the mask kept the agent inside
+            out = self._observe()
+            out["reward"] = torch.tensor([float(self.position == 4)])
+            out["done"] = torch.tensor([self.position == 4])
+            return out
+
+        def _set_seed(self, seed):
+            torch.manual_seed(seed)
+
+    your_base_env = Corridor()
+    env = TransformedEnv(
+        your_base_env,
+        ActionMask(action_key="action", mask_key="action_mask"),
+    )
+    check_env_specs(env)
+    env.set_seed(0)
+    data = env.rollout(50)
+    assert (data["next", "position"] >= 0).all() and (data["next", "position"] <= 4).all()
+    assert not data["next", "truncated"].any()

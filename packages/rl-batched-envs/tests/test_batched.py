@@ -359,3 +359,35 @@ class TestParallelEnv(BatchedBehaviour):
             assert env.mp_start_method == "spawn"
             obs = env.rollout(3, break_when_any_done=False)["next", "observation"]
         assert obs[0].squeeze(-1).tolist() == [1.0, 2.0, 1.0]
+
+
+class TestTorchRLCallingConventions:
+    def test_serial_env_accepts_and_ignores_mp_start_method(self):
+        env = SerialEnv(2, CountingEnv, mp_start_method="spawn")
+        try:
+            assert env.rollout(2).batch_size == (2, 2)
+        finally:
+            env.close()
+
+    def test_repeated_close_raises_unless_told_not_to(self):
+        env = SerialEnv(2, CountingEnv)
+        env.close()
+        with pytest.raises(RuntimeError, match="raise_if_closed=False"):
+            env.close()
+        env.close(raise_if_closed=False)
+        env.rollout(1)  # restarts on use
+        env.close()
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: SerialEnv(3, [CountingEnv, CountingEnv]),
+        lambda: SerialEnv(3, CountingEnv, [{}, {}]),
+        lambda: SerialEnv(2, CountingEnv).update_kwargs([{"max_steps": 3}]),
+    ],
+)
+def test_per_worker_lists_of_the_wrong_length_raise_value_and_runtime_error(build):
+    with pytest.raises(ValueError, match=r"and num_workers mismatch") as info:
+        build()
+    assert isinstance(info.value, RuntimeError)

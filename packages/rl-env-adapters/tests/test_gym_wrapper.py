@@ -244,3 +244,39 @@ class TestOutputFastPath:
         env.to("cpu")
         assert env._device is not env._output_builder.device
         assert env.rand_step(env.reset())["next", "observation"].device.type == "cpu"
+
+
+class _DictActionEnv(gym.Env):
+    """Records the actions it receives; observes a bare float from a Box(-1, 1)."""
+
+    def __init__(self):
+        self.action_space = gym.spaces.Dict(a0=gym.spaces.Discrete(2), a1=gym.spaces.Box(-1, 1))
+        self.observation_space = gym.spaces.Box(-1, 1)
+        self.received = []
+
+    def step(self, action):
+        self.received.append(action)
+        return 0.5, 0.0, False, False, {}
+
+    def reset(self, *, seed=None, options=None):
+        return 0.0, {}
+
+
+def test_dict_action_spaces_receive_arrays_and_scalar_observations_take_the_spec_shape():
+    raw = _DictActionEnv()
+    data = GymWrapper(raw).rollout(3)
+    assert all(isinstance(a["a0"], np.ndarray) and isinstance(a["a1"], np.ndarray)
+               for a in raw.received)
+    assert data["next", "observation"].shape == (3, 1)
+
+
+@pytest.mark.parametrize("categorical", [True, False])
+def test_a_discrete_action_is_sent_as_a_hashable_integer(categorical):
+    from rl_env_adapters import GymEnv
+
+    env = GymEnv("CliffWalking-v1", categorical_action_encoding=categorical)
+    try:
+        env.rollout(5)  # CliffWalking looks the action up in a dict
+        check_env_specs(env)
+    finally:
+        env.close()

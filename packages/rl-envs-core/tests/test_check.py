@@ -67,3 +67,40 @@ class TestCheckEnvSpecs:
         with pytest.raises(AssertionError, match=r"out of the spec's domain at 'next' key "
                            r"'observation' \(step 1\)"):
             check_env_specs(env)
+
+
+def test_actions_drawn_under_an_earlier_mask_pass_the_domain_check():
+    from tensordict import TensorDict
+
+    from rl_envs_core import EnvBase, check_env_specs
+    from rl_specs import Categorical, Composite, Unbounded
+
+    class MovingMask(EnvBase):
+        """Allows only action ``t % 3`` at step ``t`` and narrows its own action spec."""
+
+        def __init__(self):
+            super().__init__()
+            self.observation_spec = Composite(obs=Unbounded(shape=(1,)))
+            self.action_spec = Categorical(3, shape=())
+            self.reward_spec = Unbounded(shape=(1,))
+            self.t = 0
+
+        def _allow(self):
+            mask = torch.zeros(3, dtype=torch.bool)
+            mask[self.t % 3] = True
+            self.action_spec.update_mask(mask)
+
+        def _reset(self, tensordict=None):
+            self.t = 0
+            self._allow()
+            return TensorDict(obs=torch.zeros(1))
+
+        def _step(self, tensordict):
+            self.t += 1
+            self._allow()
+            return TensorDict(obs=torch.zeros(1), reward=torch.zeros(1), done=torch.zeros(1, dtype=torch.bool))
+
+        def _set_seed(self, seed):
+            return seed
+
+    check_env_specs(MovingMask())

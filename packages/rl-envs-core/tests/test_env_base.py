@@ -75,6 +75,17 @@ class TestEnvBase:
         assert {"done", "terminated", "truncated"} <= set(out.keys())
         assert not out["truncated"].any()
 
+    def test_step_fills_missing_done_entries_with_false(self):
+        class NeverTruncates(CountingEnv):
+            def _step(self, tensordict):
+                return super()._step(tensordict).exclude("truncated")
+
+        env = NeverTruncates(max_steps=2)
+        data = env.rollout(5)
+        assert data["next", "truncated"].shape == data["next", "done"].shape
+        assert not data["next", "truncated"].any()
+        assert data["next", "done"][-1].all()
+
     def test_step_writes_next_into_the_input(self):
         env = CountingEnv()
         data = env.rand_action(env.reset())
@@ -300,3 +311,9 @@ class TestAppendTransform:
             return td
 
         assert env.append_transform(transform) == (env, transform)
+
+
+def test_shape_is_the_batch_size():
+    from rl_envs_core.testing import CountingEnv
+
+    assert CountingEnv(batch_size=[3]).shape == torch.Size([3])

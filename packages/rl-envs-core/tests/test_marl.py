@@ -30,6 +30,7 @@ class TestCheckMarlGrouping:
             ({"g": ["a", "z"]}, ["a"], "Agent 'z' of group 'g' is not an agent"),
             ({"g": ["a"], "h": ["a"]}, ["a"], r"in two groups \('g' and 'h'\)"),
             ({"g": ["a"]}, ["a", "b"], "Agent 'b' is in no group"),
+            ({"a": ["a"]}, ["a", "a"], r"distinct agent names, got \['a'\]"),
         ],
     )
     def test_bad_group_maps_raise(self, group_map, agents, match):
@@ -38,3 +39,9 @@ class TestCheckMarlGrouping:
 
     def test_valid_group_map_passes(self):
         assert check_marl_grouping({"red": ["a"], "blue": ["b", "c"]}, ["a", "b", "c"]) is None
+
+
+@pytest.mark.parametrize("kind", list(MarlGroupMapType))
+def test_group_maps_of_repeated_names_are_rejected_whatever_the_grouping(kind):
+    with pytest.raises(ValueError, match="distinct agent names"):
+        check_marl_grouping(kind.get_group_map(["x", "x"]), ["x", "x"])

@@ -105,6 +105,21 @@ class TestRollout:
         assert data["action"].unique().tolist() == [1]
         assert seen == [1.0, 2.0, 3.0, 4.0]
 
+    @pytest.mark.parametrize("break_when_any_done", [True, False])
+    def test_policy_returning_a_new_tensordict_has_its_output_merged(self, break_when_any_done):
+        def fresh_output(td):
+            return td.empty().set("action", torch.ones((*td.shape, 1), dtype=torch.int64))
+
+        data = CountingEnv(max_steps=3).rollout(
+            5, fresh_output, break_when_any_done=break_when_any_done
+        )
+        assert {"observation", "done", "action"} <= set(data.keys())
+        assert data["observation"][:3].squeeze(-1).tolist() == [0.0, 1.0, 2.0]
+
+    def test_policy_returning_something_else_than_a_tensordict_raises(self):
+        with pytest.raises(TypeError, match="return a tensordict, got Tensor"):
+            CountingEnv().rollout(2, lambda td: torch.ones(1))
+
     def test_return_contiguous_false_gives_lazy_stack(self):
         data = CountingEnv(max_steps=10).rollout(3, return_contiguous=False)
         assert isinstance(data, LazyStackedTensorDict)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from rl_envs_core import EnvBase, check_env_specs
 from rl_envs_core.testing import CountingEnv
 from rl_specs import Bounded, Categorical, Composite, Unbounded
 
@@ -112,7 +113,12 @@ class TestSpecViews:
         with pytest.raises(ValueError, match=r"full_observation spec must have"):
             env.observation_spec = Composite(obs=Unbounded(shape=(2,)))
 
-    @pytest.mark.parametrize("name", ["observation_spec", "full_action_spec", "state_spec"])
+    def test_leaf_observation_spec_is_stored_under_observation(self, env):
+        env.observation_spec = Unbounded(shape=(4, 3))
+        assert isinstance(env.observation_spec, Composite)
+        assert env.observation_spec["observation"].shape == (4, 3)
+
+    @pytest.mark.parametrize("name", ["full_observation_spec", "full_action_spec", "state_spec"])
     def test_leaf_where_composite_expected_raises(self, env, name):
         with pytest.raises(TypeError, match="must be a Composite"):
             setattr(env, name, Unbounded(shape=(4, 1)))
@@ -137,3 +143,39 @@ class TestSpecViews:
 
     def test_specs_property_groups_input_and_output(self, env):
         assert set(env.specs.keys()) == {"input_spec", "output_spec"}
+
+
+class _EditsInPlace(EnvBase):
+    """Sets its specs before ``super().__init__()`` and edits them in place after it."""
+
+    def __init__(self):
+        self.observation_spec = Composite(obs=Unbounded(shape=(2,)))
+        self.action_spec = Unbounded(shape=(1,))
+        super().__init__()
+        self.full_done_spec["extra_flag"] = Categorical(2, shape=(1,), dtype=torch.bool)
+        self.observation_spec["more"] = Unbounded(shape=(3,))
+
+    def _reset(self, tensordict=None):
+        return self.full_observation_spec.zero().update(self.full_done_spec.zero())
+
+    def _step(self, tensordict):
+        out = self.full_observation_spec.zero().update(self.full_done_spec.zero())
+        return out.update(self.full_reward_spec.zero())
+
+    def _set_seed(self, seed):
+        return seed
+
+
+class TestSpecLockTiming:
+    def test_specs_set_before_super_init_are_kept(self):
+        env = _EditsInPlace()
+        assert env.action_spec.shape == (1,)
+        assert set(env.observation_spec.keys()) == {"obs", "more"}
+
+    def test_subclass_edits_specs_in_place_then_they_lock(self):
+        env = _EditsInPlace()
+        assert "extra_flag" in env.full_done_spec.keys()
+        assert env.is_spec_locked
+        with pytest.raises(RuntimeError, match="locked"):
+            env.observation_spec["late"] = Unbounded(shape=(1,))
+        check_env_specs(env)

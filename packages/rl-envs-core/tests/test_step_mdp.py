@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import NonTensorData, TensorDict
+from tensordict import LazyStackedTensorDict, NonTensorData, TensorDict
 
 from rl_envs_core import step_mdp, terminated_or_truncated
 from rl_specs import Categorical, Composite
@@ -60,11 +60,37 @@ class TestStepMdp:
         for key in absent:
             assert key not in out.keys()
 
-    def test_level_holding_only_excluded_entries_is_dropped(self):
+    def test_levels_left_without_entries_are_dropped(self):
+        # ``p0`` only held an excluded entry; ``empty`` never held any
         data = TensorDict({"obs": torch.zeros(1), "empty": {},
                            "next": {"obs": torch.ones(1), ("p0", "reward"): torch.ones(1)}}, [])
         out = step_mdp(data, reward_keys=[("p0", "reward")])
-        assert set(out.keys()) == {"obs", "empty"}
+        assert set(out.keys()) == {"obs"}
+
+    @pytest.mark.parametrize("keep_other", [True, False])
+    def test_nested_levels_keep_their_own_batch_size(self, keep_other):
+        data = TensorDict({"next": {}}, [2])
+        data["team"] = TensorDict({"action": torch.zeros(2, 3, 1)}, [2, 3])
+        data["next", "team"] = TensorDict({"obs": torch.ones(2, 3, 1)}, [2, 3])
+        out = step_mdp(data, keep_other=keep_other, exclude_action=False,
+                       action_keys=("team", "action"))
+        assert out["team"].batch_size == (2, 3)
+        assert set(out["team"].keys()) == {"obs", "action"}
+
+    @pytest.mark.parametrize("keep_other", [True, False])
+    def test_heterogeneous_lazy_stacks_stay_lazy(self, keep_other):
+        members = [
+            TensorDict({"action": torch.zeros(n), "tag": torch.zeros(1),
+                        "next": {"obs": torch.ones(n), "reward": torch.ones(1)}}, [])
+            for n in (1, 2, 3)
+        ]
+        out = step_mdp(LazyStackedTensorDict.lazy_stack(members), keep_other=keep_other,
+                       exclude_action=False)
+        assert isinstance(out, LazyStackedTensorDict)
+        assert [td["obs"].shape[0] for td in out.tensordicts] == [1, 2, 3]
+        assert [td["action"].shape[0] for td in out.tensordicts] == [1, 2, 3]
+        assert ("tag" in out.keys()) is keep_other
+        assert "reward" not in out.keys()
 
     def test_non_tensor_entries_are_carried(self):
         data = _ted()

@@ -6,8 +6,16 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from rl_envs_core import check_env_specs
-from rl_specs import Bounded, Categorical, Composite, MultiCategorical, MultiOneHot, OneHot
+from rl_envs_core import EnvBase, check_env_specs
+from rl_specs import (
+    Bounded,
+    Categorical,
+    Composite,
+    MultiCategorical,
+    MultiOneHot,
+    OneHot,
+    Unbounded,
+)
 from rl_transforms import ActionDiscretizer, ActionMask, DiscreteActionProjection, TransformedEnv
 
 
@@ -104,26 +112,89 @@ class TestActionDiscretizer:
         )
 
 
+class ScalarActionEnv(EnvBase):
+    """A bounded action with no action dim (``singleton=False``) or a dim of one."""
+
+    def __init__(self, singleton=False, **kwargs):
+        super().__init__(**kwargs)
+        batch = tuple(self.batch_size)
+        self.action_spec = Bounded(-1.0, 1.0, shape=(*batch, 1) if singleton else batch)
+        self.observation_spec = Composite(observation=Unbounded(shape=(*batch, 1)), shape=batch)
+        self.reward_spec = Unbounded(shape=(*batch, 1))
+        self.received = []
+
+    def _reset(self, tensordict=None):
+        return TensorDict(observation=torch.zeros(*self.batch_size, 1), batch_size=self.batch_size)
+
+    def _step(self, tensordict):
+        self.received.append(tensordict["action"].clone())
+        return TensorDict(
+            observation=torch.zeros(*self.batch_size, 1),
+            reward=torch.zeros(*self.batch_size, 1),
+            done=torch.zeros(*self.batch_size, 1, dtype=torch.bool),
+            batch_size=self.batch_size,
+        )
+
+    def _set_seed(self, seed):
+        return seed
+
+
+class TestActionDiscretizerShapes:
+    @pytest.mark.parametrize("singleton", [True, False])
+    @pytest.mark.parametrize("categorical", [True, False])
+    @pytest.mark.parametrize("batch_size", [(), (2,)])
+    @pytest.mark.parametrize("num_intervals", [4, torch.tensor([4])])
+    def test_scalar_and_batched_action_specs(self, singleton, categorical, batch_size,
+                                             num_intervals):
+        base = ScalarActionEnv(singleton, batch_size=batch_size)
+        env = TransformedEnv(base, ActionDiscretizer(num_intervals, categorical=categorical))
+        check_env_specs(env)
+        env.rollout(3)
+        sent = torch.stack(base.received)
+        assert sent.shape[1:] == base.action_spec.shape
+        assert ((sent >= -1) & (sent <= 1)).all()
+
+    def test_renamed_action_is_recorded_as_state(self):
+        env = TransformedEnv(ScalarActionEnv(True), ActionDiscretizer(4, out_action_key="choice"))
+        assert env.action_keys == ["choice"]
+        assert "action" in env.full_state_spec.keys()
+        data = env.rollout(3)
+        assert data["action"].dtype == torch.float32
+        # the median of each of the 4 intervals of [-1, 1]
+        expected = {0: -0.75, 1: -0.25, 2: 0.25, 3: 0.75}
+        for choice, value in zip(data["choice"].reshape(-1).tolist(),
+                                 data["action"].reshape(-1).tolist()):
+            assert value == pytest.approx(expected[choice])
+
+
 class TestDiscreteActionProjection:
-    def test_inverse_pads_to_max_actions(self, masked_env):
-        base = masked_env(n=6)
+    def test_policy_acts_over_max_actions_env_receives_effective(self, masked_env):
+        base = masked_env(n=3)
         env = TransformedEnv(base, DiscreteActionProjection(3, 6))
         spec = env.action_spec
-        assert isinstance(spec, OneHot) and spec.shape == torch.Size([3])
+        assert isinstance(spec, OneHot) and spec.shape == torch.Size([6])
         data = env.rollout(4)
-        assert data["action"].shape == torch.Size([4, 3])
+        assert data["action"].shape == torch.Size([4, 6])
         assert (base.last_action < 3).all()
 
-    def test_forward_projects_large_actions(self):
+    def test_inverse_replaces_out_of_range_actions(self):
         t = DiscreteActionProjection(2, 4)
-        out = t(TensorDict({"action": torch.nn.functional.one_hot(torch.tensor([1, 3]), 4)}, [2]))[
-            "action"
-        ]
-        assert out.shape == torch.Size([2, 2]) and out[0].tolist() == [0, 1]
+        out = t.inv(TensorDict({"action": torch.nn.functional.one_hot(torch.tensor([1, 3]), 4)}, [2]))
+        assert out["action"].shape == torch.Size([2, 2]) and out["action"][0].tolist() == [0, 1]
+        assert out["action"].sum(-1).tolist() == [1, 1]
+
+    def test_forward_maps_env_actions_to_max_actions(self):
+        t = DiscreteActionProjection(2, 4)
+        out = t(TensorDict({"action": torch.tensor([[0, 1], [1, 0]])}, [2]))["action"]
+        assert out.tolist() == [[0, 1, 0, 0], [1, 0, 0, 0]]
+
+    def test_inverse_of_a_wrongly_sized_action_raises(self):
+        with pytest.raises(ValueError, match="max_actions=4"):
+            DiscreteActionProjection(2, 4).inv(TensorDict({"action": torch.tensor([0, 1])}))
 
     def test_effective_above_max_raises(self):
         with pytest.raises(ValueError, match=r"expected num_actions_effective <= max_actions"):
             DiscreteActionProjection(5, 3)
 
     def test_check_env_specs(self, masked_env):
-        check_env_specs(TransformedEnv(masked_env(n=6), DiscreteActionProjection(3, 6)))
+        check_env_specs(TransformedEnv(masked_env(n=3), DiscreteActionProjection(3, 6)))

@@ -210,9 +210,15 @@ class TestCompose:
         with pytest.raises(IndexError, match=r"Compose.insert expected an index in \[-1, 1\]"):
             Compose(AddOne()).insert(5, AddOne())
 
-    def test_append_of_attached_transform_raises(self):
+    def test_transform_of_a_compose_without_env_can_move(self):
         a = AddOne()
-        Compose(a)
+        first = Compose(a)
+        second = Compose(AddOne(), *first)
+        assert second[1] is a and a.container is second
+
+    def test_append_of_a_transform_attached_to_an_env_raises(self, counting_env):
+        a = AddOne()
+        TransformedEnv(counting_env(), Compose(a))
         with pytest.raises(ValueError, match=r"AddOne already belongs to a Compose"):
             Compose().append(a)
 

@@ -142,19 +142,55 @@ class TestRewardSum:
         reset = t._reset(
             TensorDict(
                 {
-                    "episode_reward": torch.tensor([[4.0], [5.0]]),
+                    "episode_r": torch.tensor([[4.0], [5.0]]),
                     "my_reset": torch.tensor([True, False]),
                 },
                 [2],
             ),
             TensorDict({}, [2]),
         )
-        assert reset["episode_reward"].squeeze(-1).tolist() == [0.0, 5.0]
+        assert reset["episode_r"].squeeze(-1).tolist() == [0.0, 5.0]
 
     def test_reward_spec_flag_places_sum_in_reward_spec(self, counting_env):
         env = TransformedEnv(counting_env(), RewardSum(reward_spec=True))
         assert "episode_reward" in env.full_reward_spec.keys()
         assert "episode_reward" not in env.observation_spec.keys()
+        data = env.rollout(3)
+        assert data["next", "episode_reward"].squeeze(-1).tolist() == [1.0, 2.0, 3.0]
+        assert data["episode_reward"].squeeze(-1).tolist() == [0.0, 1.0, 2.0]
+
+    def test_default_sum_name_follows_each_reward_name(self):
+        t = RewardSum(in_keys=["reward", ("team", "gift")])
+        assert t.out_keys == ["episode_reward", ("team", "episode_gift")]
+
+    def test_unequal_key_lists_raise(self):
+        with pytest.raises(ValueError, match="same number of input and output keys"):
+            RewardSum(in_keys=["a", "b"], out_keys=["sum"])
+
+    def test_one_reset_key_per_reward_is_checked_at_reset(self):
+        t = RewardSum(in_keys=["a", "b"], out_keys=["sa", "sb"], reset_keys=["_reset"])
+        with pytest.raises(ValueError, match="Could not match the env reset_keys"):
+            t._reset(TensorDict({}, [2]), TensorDict({}, [2]))
+
+    def test_offline_sum_restarts_after_done_along_time(self):
+        data = TensorDict(
+            {"next": {"reward": torch.ones(2, 4, 1),
+                      "done": torch.tensor([[0, 1, 0, 0], [0, 0, 0, 1]]).bool().unsqueeze(-1)}},
+            [2, 4],
+            names=[None, "time"],
+        )
+        t = RewardSum(in_keys=[("next", "reward")], out_keys=[("next", "ret")])
+        assert t(data)["next", "ret"].squeeze(-1).tolist() == [[1, 2, 1, 2], [1, 2, 3, 4]]
+
+    def test_offline_sum_needs_a_batch_dim(self):
+        t = RewardSum(in_keys=[("next", "reward")])
+        with pytest.raises(ValueError, match="At least one dimension"):
+            t(TensorDict({("next", "reward"): torch.ones(1)}, []))
+
+    def test_offline_sum_of_a_missing_reward_raises(self):
+        data = TensorDict({("next", "reward"): torch.ones(3, 1)}, [3], names=["time"])
+        with pytest.raises(KeyError, match="Stored transitions keep rewards under"):
+            RewardSum()(data)
 
     def test_partial_reset_keeps_other_sums(self, counting_env):
         env = TransformedEnv(counting_env(max_steps=10, batch_size=[2]), RewardSum())
@@ -166,15 +202,6 @@ class TestRewardSum:
         with pytest.raises(KeyError, match=r"RewardSum expected the reward 'bonus'"):
             TransformedEnv(counting_env(), RewardSum(in_keys=["bonus"]))
 
-    def test_mismatched_keys_raise(self):
-        with pytest.raises(
-            ValueError, match=r"RewardSum expected in_keys and out_keys of the same length"
-        ):
-            RewardSum(in_keys=["a", "b"], out_keys=["c"])
-
-    def test_forward_on_stored_data_raises(self):
-        with pytest.raises(RuntimeError, match=r"RewardSum accumulates rewards"):
-            RewardSum()(TensorDict())
 
     def test_sum_declared_as_state_for_batched_envs(self, counting_env):
         env = TransformedEnv(counting_env(), RewardSum())

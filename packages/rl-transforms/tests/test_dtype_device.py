@@ -122,3 +122,31 @@ class TestPinMemoryTransform:
 
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(), PinMemoryTransform()))
+
+
+class TestDeviceCastEnvDevice:
+    """CPU device indices stand in for two devices (tensors of both live in host memory)."""
+
+    def test_whole_cast_changes_the_env_device_and_records_the_origin(self, counting_env):
+        t = DeviceCastTransform("cpu:1")
+        env = TransformedEnv(counting_env(device="cpu:0"), t)
+        assert env.device == torch.device("cpu:1")
+        assert t.orig_device == torch.device("cpu:0")
+        check_env_specs(env)
+
+    @pytest.mark.parametrize("out_keys", [None, ["obs_moved"]])
+    def test_partial_cast_leaves_the_env_without_a_device(self, counting_env, out_keys):
+        env = TransformedEnv(
+            counting_env(device="cpu:0"),
+            DeviceCastTransform("cpu:1", in_keys=["observation"], out_keys=out_keys,
+                                in_keys_inv=["action"]),
+        )
+        assert env.device is None
+        assert env.observation_spec.device is None
+        check_env_specs(env)
+
+    def test_partial_cast_of_data_drops_the_tensordict_device(self):
+        data = TensorDict({"a": torch.zeros(2), "b": torch.zeros(2)}, [2], device="cpu:0")
+        out = DeviceCastTransform("cpu:1", in_keys=["a"])(data)
+        assert out.device is None
+        assert data.device == torch.device("cpu:0")

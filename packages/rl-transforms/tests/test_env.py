@@ -20,6 +20,8 @@ from rl_transforms import (
     TrajCounter,
     Transform,
     TransformedEnv,
+    auto_unwrap_transformed_env,
+    set_auto_unwrap_transformed_env,
 )
 
 
@@ -130,6 +132,27 @@ class TestTransformedEnv:
         nested = TransformedEnv(inner, RewardSum(), auto_unwrap=False)
         assert nested.base_env is inner
 
+    def test_set_auto_unwrap_false_keeps_nesting_inside_the_block_only(self, counting_env):
+        inner = TransformedEnv(counting_env(), StepCounter())
+        with set_auto_unwrap_transformed_env(False):
+            assert auto_unwrap_transformed_env() is False
+            assert TransformedEnv(inner, RewardSum()).base_env is inner
+            # an explicit argument wins over the switch
+            assert TransformedEnv(inner, auto_unwrap=True).base_env is inner.base_env
+        assert auto_unwrap_transformed_env() is True
+        assert auto_unwrap_transformed_env(allow_none=True) is None
+        assert TransformedEnv(inner, RewardSum()).base_env is inner.base_env
+
+    def test_set_auto_unwrap_works_as_a_decorator_and_rejects_bad_env_values(self, monkeypatch):
+        @set_auto_unwrap_transformed_env(False)
+        def read():
+            return auto_unwrap_transformed_env()
+
+        assert read() is False
+        monkeypatch.setenv("AUTO_UNWRAP_TRANSFORMED_ENV", "maybe")
+        with pytest.raises(ValueError, match="AUTO_UNWRAP_TRANSFORMED_ENV"):
+            auto_unwrap_transformed_env()
+
     def test_partial_step_skips_base_step(self, counting_env):
         base = counting_env()
         env = TransformedEnv(base, SkipStep())
@@ -237,3 +260,10 @@ class TestTransformLikeModules:
         decoded = record(data["next"].clone())  # the decoder of the env it is attached to
         expected = torch.cat([data["next", "state"], data["next", "belief"]], -1)
         assert torch.equal(decoded["pixels"], expected)
+
+
+def test_device_keyword_moves_the_base_env(counting_env):
+    env = TransformedEnv(counting_env(), StepCounter(), device="cpu")
+    assert env.device == torch.device("cpu")
+    assert env.base_env.device == torch.device("cpu")
+    assert env.rollout(2)["next", "step_count"].device == torch.device("cpu")

@@ -71,6 +71,11 @@ class TestNoopResetEnv:
         with pytest.raises(ValueError, match=r"NoopResetEnv expected noops >= 0"):
             NoopResetEnv(-1)
 
+    def test_batched_parent_raises_at_reset(self, counting_env):
+        env = TransformedEnv(counting_env(batch_size=[2]), NoopResetEnv(noops=2))
+        with pytest.raises(ValueError, match="batch-size is non-null"):
+            env.reset()
+
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(max_steps=100), NoopResetEnv(3)))
 

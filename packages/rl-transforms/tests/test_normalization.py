@@ -17,6 +17,15 @@ def _obs(values, key="observation"):
 
 
 class TestObservationNorm:
+    @pytest.mark.parametrize("standard_normal", [True, False])
+    def test_a_leaf_spec_is_transformed_directly(self, standard_normal):
+        t = ObservationNorm(loc=0.5, scale=2.0, in_keys=["obs"], standard_normal=standard_normal)
+        out = t.transform_observation_spec(Bounded(0.0, 1.0, shape=(3,)))
+        low, high = (-0.25, 0.25) if standard_normal else (0.5, 2.5)
+        assert isinstance(out, Bounded) and out.shape == (3,)
+        assert torch.allclose(out.space.low, torch.full((3,), low))
+        assert torch.allclose(out.space.high, torch.full((3,), high))
+
     @pytest.mark.parametrize("standard_normal, expected", [(False, [3.0, 5.0]), (True, [0.0, 0.5])])
     def test_affine(self, standard_normal, expected):
         t = ObservationNorm(loc=1.0, scale=2.0, standard_normal=standard_normal)
@@ -145,3 +154,11 @@ class TestVecNormV2:
         check_env_specs(
             TransformedEnv(counting_env(), VecNormV2(in_keys=["observation", "reward"]))
         )
+
+
+@pytest.mark.parametrize("new_api, cls", [(True, VecNormV2), (False, VecNorm), (None, VecNorm)])
+def test_vecnorm_new_api_picks_the_class(new_api, cls):
+    t = VecNorm(in_keys=["obs"], decay=1.0, new_api=new_api)
+    assert type(t) is cls
+    out = t(TensorDict({"obs": torch.tensor([[1.0], [3.0]])}, [2]))["obs"].squeeze(-1)
+    assert out.tolist() == pytest.approx([-1.0, 1.0], abs=1e-3)

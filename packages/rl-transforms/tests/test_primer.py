@@ -55,6 +55,11 @@ class TestTensorDictPrimer:
         kept = primer(TensorDict({"h": torch.full((3, 2), 9.0)}, [3]))
         assert (kept["h"] == 9.0).all()
 
+    def test_random_with_a_zero_default_draws_values(self, counting_env):
+        primer = TensorDictPrimer(h=Bounded(5.0, 6.0, shape=(4,)), random=True, default_value=0.0)
+        env = TransformedEnv(counting_env(), primer)
+        assert (env.reset()["h"] >= 5.0).all()
+
     def test_random_and_default_raise(self):
         with pytest.raises(
             ValueError, match=r"TensorDictPrimer got random=True and a default_value"

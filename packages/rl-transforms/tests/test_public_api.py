@@ -99,6 +99,9 @@ DOCUMENTED = [
     "VC1Transform",
     "VIPRewardTransform",
     "VIPTransform",
+    # TorchRL's top-level switch for nested TransformedEnv (torchrl.set_auto_unwrap_transformed_env)
+    "auto_unwrap_transformed_env",
+    "set_auto_unwrap_transformed_env",
 ]
 
 #: torchrl.record.loggers' documented names (trainers_loggers reference page).

@@ -109,6 +109,17 @@ class TestLineariseRewards:
         check_env_specs(env)
 
 
+@pytest.mark.parametrize(
+    "weights, low, high",
+    [(None, -3.0, 3.0), ([1.0, 0.0], -1.0, 1.0), ([1.0, -1.0], -3.0, 3.0), ([2.0, 1.0], -4.0, 4.0)],
+)
+def test_linearised_bounded_rewards_stay_bounded(weights, low, high):
+    spec = Bounded(low=torch.tensor([-1.0, -2.0]), high=torch.tensor([1.0, 2.0]), shape=(2,))
+    out = LineariseRewards(in_keys=["reward"], weights=weights).transform_reward_spec(spec)
+    assert isinstance(out, Bounded) and out.shape == (1,)
+    assert out.space.low.item() == low and out.space.high.item() == high
+
+
 class TestReward2GoTransform:
     def test_discounted_returns_restart_after_done(self):
         traj = TensorDict(
@@ -136,6 +147,18 @@ class TestReward2GoTransform:
         )
         out = Reward2GoTransform(gamma=1.0).inv(traj)
         assert out["reward_to_go"].squeeze(-1).tolist() == [[3.0, 2.0, 1.0], [3.0, 2.0, 1.0]]
+
+    def test_time_is_the_rewards_second_to_last_dim_whatever_the_batch_dims(self):
+        # batch [2] only: the time dim (3) and the 2 reward features are not batch dims
+        traj = TensorDict(
+            {"next": {"reward": torch.ones(2, 3, 2),
+                      "done": torch.tensor([[0, 1, 0], [0, 0, 0]]).bool().unsqueeze(-1)}},
+            [2],
+        )
+        out = Reward2GoTransform(gamma=1.0).inv(traj)["reward_to_go"]
+        assert out.shape == (2, 3, 2)
+        assert out[..., 0].tolist() == [[2.0, 1.0, 1.0], [3.0, 2.0, 1.0]]
+        assert torch.equal(out[..., 0], out[..., 1])
 
     def test_forward_is_identity(self):
         td = TensorDict({"a": torch.zeros(1)})

@@ -7,7 +7,7 @@ import torch
 from tensordict import TensorDict
 
 from rl_envs_core import check_env_specs
-from rl_specs import Bounded
+from rl_specs import Bounded, Composite, Unbounded
 from rl_transforms import (
     CatTensors,
     FlattenObservation,
@@ -54,9 +54,12 @@ class TestSqueezeTransform:
         assert t(TensorDict({"obs": torch.zeros(2, 1)}))["obs"].shape == torch.Size([2])
         assert t.inv(TensorDict({"action": torch.zeros(2)}))["action"].shape == torch.Size([2, 1])
 
-    def test_non_singleton_dim_raises(self):
-        with pytest.raises(ValueError, match=r"SqueezeTransform expected size 1 at dim -1"):
-            SqueezeTransform(-1, in_keys=["obs"])(TensorDict({"obs": torch.zeros(3)}))
+    @pytest.mark.parametrize("dim", [-1, -2])
+    def test_non_singleton_dim_is_left_unchanged_like_torch_squeeze(self, dim):
+        t = SqueezeTransform(dim, in_keys=["obs"])
+        assert t(TensorDict({"obs": torch.zeros(2, 3)}))["obs"].shape == torch.Size([2, 3])
+        spec = Composite(obs=Unbounded(shape=(2, 3)))
+        assert t.transform_observation_spec(spec)["obs"].shape == torch.Size([2, 3])
 
     def test_check_env_specs(self, counting_env):
         env = TransformedEnv(

@@ -359,7 +359,7 @@ class AsyncEnvPool(EnvBase):
             raise
         return seed
 
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = True) -> None:
         """Stop the threads or processes and close the sub-envs.
 
         Returns within ``timeout`` even when a sub-env is stuck in a command (its

@@ -28,13 +28,19 @@ from rl_specs import Composite, contains_lazy_spec
 EnvFactory = Callable[..., EnvBase]
 
 
+class _CountMismatchError(ValueError, RuntimeError):
+    """A per-worker list of the wrong length: a bad value (``ValueError``) that TorchRL
+    code catches as the ``RuntimeError`` it raises there."""
+
+
 def _as_list(value: Any, n: int, name: str, kind: type | tuple) -> list:  # Any: one or many
     if isinstance(value, (kind, str)) or not isinstance(value, Sequence):
         return [value] * n
     if len(value) != n:
-        raise ValueError(
-            f"{name} must be a single item or a sequence of num_workers={n} items, got "
-            f"{len(value)} items. Pass one per env or a single one for all."
+        raise _CountMismatchError(
+            f"len({name}) and num_workers mismatch: {name} must be a single item or a "
+            f"sequence of num_workers={n} items, got {len(value)} items. Pass one per env "
+            f"or a single one for all."
         )
     return list(value)
 
@@ -152,7 +158,7 @@ class BatchedEnvBase(EnvBase):
             super().__init__(device=device, batch_size=torch.Size([num_workers, *sub_batch]))
             self._set_specs(metas)
         except BaseException:
-            self.close()
+            self.close(raise_if_closed=False)
             raise
 
     # ------------------------------------------------------------------ subclass hooks
@@ -270,20 +276,35 @@ class BatchedEnvBase(EnvBase):
             return
         self._set_specs(self._start_and_collect())
         self.is_closed = False
+        self.__dict__["_closed_by_call"] = False
 
-    def close(self) -> None:
-        """Close the sub-envs and stop the workers; the env restarts on next use."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Close the sub-envs and stop the workers; the env restarts on next use.
+
+        Args:
+            raise_if_closed (bool, optional): raise if ``close()`` was already called
+                (and the env not used since). Defaults to ``True``.
+
+        Raises:
+            RuntimeError: on a repeated ``close()`` with ``raise_if_closed`` set.
+        """
+        if raise_if_closed and self.__dict__.get("_closed_by_call", False):
+            raise RuntimeError(
+                f"{type(self).__name__}.close() was called on an env that is already "
+                f"closed. Pass raise_if_closed=False to make a repeated close a no-op."
+            )
         if self.__dict__.get("_running", False):
             self._shutdown()
         self.__dict__["_running"] = False
         self.__dict__["is_closed"] = True
+        self.__dict__["_closed_by_call"] = True
 
     def __enter__(self) -> BatchedEnvBase:
         self._ensure_started()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.close(raise_if_closed=False)
 
     def update_kwargs(self, kwargs: dict | Sequence[dict]) -> None:
         """Update the kwargs given to each env factory (a dict for all or one per env).
@@ -294,7 +315,7 @@ class BatchedEnvBase(EnvBase):
         for old, extra in zip(self._kwargs, new):
             old.update(extra)
         if self._running:
-            self.close()
+            self.close(raise_if_closed=False)
 
     # ------------------------------------------------------------------ routing
     def _route(self, envs: list[int] | None) -> dict[int, list[int] | None]:

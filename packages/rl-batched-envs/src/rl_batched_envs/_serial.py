@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from rl_batched_envs._batched import BatchedEnvBase
+from collections.abc import Sequence
+
+import torch
+
+from rl_batched_envs._batched import BatchedEnvBase, EnvFactory
 from rl_batched_envs._env_group import EnvGroup, build_envs
 from rl_envs_core import EnvMetaData
 
@@ -36,6 +40,9 @@ class SerialEnv(BatchedEnvBase):
             Defaults to ``None`` (whenever the specs are static and stackable).
         num_threads (int, optional): torch threads of this process. Defaults to
             ``None`` (unchanged).
+        mp_start_method (str, optional): accepted so that code written for
+            :class:`ParallelEnv` runs unchanged; a serial env starts no process and
+            ignores it. Defaults to ``None``.
 
     Raises:
         ValueError: ``num_workers`` is not a positive int, a list argument has the
@@ -53,6 +60,27 @@ class SerialEnv(BatchedEnvBase):
         torch.Size([3, 4, 1])
         >>> env.close()
     """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: EnvFactory | Sequence[EnvFactory],
+        create_env_kwargs: dict | Sequence[dict] | None = None,
+        *,
+        device: torch.device | str | None = None,
+        use_buffers: bool | None = None,
+        num_threads: int | None = None,
+        mp_start_method: str | None = None,
+    ) -> None:
+        del mp_start_method  # no process to start
+        super().__init__(
+            num_workers,
+            create_env_fn,
+            create_env_kwargs,
+            device=device,
+            use_buffers=use_buffers,
+            num_threads=num_threads,
+        )
 
     def _launch(self) -> list[EnvMetaData]:
         n = self._num_workers

@@ -29,8 +29,14 @@ def _expected(env: EnvBase) -> tuple[dict, dict, set]:
     ):
         spec = getattr(env, f"full_{role}_spec")
         for key in getattr(env, f"{role}_keys"):
+            leaf = spec[key]
+            if getattr(leaf, "mask", None) is not None:
+                # a mask changes along the rollout (ActionMask): values drawn under an
+                # earlier mask are checked against the spec's whole domain
+                leaf = leaf.clone()
+                leaf.update_mask(None)
             for target in where:
-                target[as_tuple(key)] = spec[key]
+                target[as_tuple(key)] = leaf
     optional = {as_tuple(k) for k in env.state_keys} - set(nxt)
     state_spec = env.full_state_spec
     for key in env.state_keys:

@@ -6,6 +6,7 @@ spec accessors in ``_spec_views.py``; the methods here delegate to them.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -37,6 +38,24 @@ def _next_seed(seed: int) -> int:
     return int(torch.randint(0, 2**32 - 1, (), generator=generator))
 
 
+def _lock_specs_after(init: Callable[..., None]) -> Callable[..., None]:
+    """Wrap a subclass ``__init__`` so the specs lock when the outermost one returns."""
+
+    @functools.wraps(init)
+    def __init__(self: EnvBase, *args: Any, **kwargs: Any) -> None:  # Any: the subclass's own
+        state = self.__dict__
+        depth = state.get("_init_depth", 0)
+        state["_init_depth"] = depth + 1
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            state["_init_depth"] = depth
+        if depth == 0 and "_output_spec" in state:
+            self.set_spec_lock_(state.get("_spec_lock_wanted", True))
+
+    return __init__
+
+
 def _key_list(name: str, doc: str) -> property:
     """A read-only property returning a copy of one cached key list."""
     return property(lambda self: list(self._key_cache()[name]), doc=doc)
@@ -59,8 +78,9 @@ class EnvBase(nn.Module):
             every step. Defaults to ``False``.
         allow_done_after_reset (bool, optional): accept a ``True`` done right after
             a reset. Defaults to ``False``.
-        spec_locked (bool, optional): lock the specs against in-place edits.
-            Defaults to ``True``.
+        spec_locked (bool, optional): lock the specs against in-place edits once the
+            subclass constructor returns (specs may be assigned before
+            ``super().__init__()`` and edited in place until then). Defaults to ``True``.
         auto_reset (bool, optional): the env resets itself when done; observations
             delivered with a done flag belong to the next episode. Defaults to ``False``.
         auto_reset_replace (bool, optional): with ``auto_reset``, replace those
@@ -97,7 +117,11 @@ class EnvBase(nn.Module):
         state = self.__dict__
         state["_batch_size"] = torch.Size(batch_size)
         state["_device"] = _to_device(device)
-        state["_spec_locked"] = bool(spec_locked)
+        # the specs lock when the outermost constructor returns (see __init_subclass__),
+        # so a subclass can still edit them in place in its own __init__
+        constructing = state.get("_init_depth", 0) > 0
+        state["_spec_locked"] = bool(spec_locked) and not constructing
+        state["_spec_lock_wanted"] = bool(spec_locked)
         state["_cache"] = None
         state["_io_checked"] = False
         self.run_type_checks = run_type_checks
@@ -129,12 +153,25 @@ class EnvBase(nn.Module):
         if self._device is not None:
             state["_output_spec"] = self._output_spec.to(self._device)
             state["_input_spec"] = self._input_spec.to(self._device)
+        for view, value in state.pop("_pending_specs", ()):
+            view.__set__(self, value)  # specs a subclass assigned before super().__init__()
         self.set_spec_lock_(self._spec_locked)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:  # Any: forwarded class keywords
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            cls.__init__ = _lock_specs_after(init)
 
     # ------------------------------------------------------------------ attributes
     @property
     def batch_size(self) -> torch.Size:
         """The number of envs batched together (leading dims of every spec)."""
+        return self._batch_size
+
+    @property
+    def shape(self) -> torch.Size:
+        """The env's batch size (as ``tensordict.shape`` is a tensordict's)."""
         return self._batch_size
 
     @property
@@ -277,7 +314,7 @@ class EnvBase(nn.Module):
         except (KeyError, ValueError, RuntimeError, IndexError, TypeError) as err:
             _validation.check_step_input(self, tensordict, cause=err)
             raise
-        _done.complete_done(self, out, fill_zeros=False)
+        _done.complete_done(self, out, fill_zeros=True)  # a missing done entry means "not done"
         if self._device is not None and out.device != self._device:
             out = out.to(self._device)
         if not self._io_checked:
@@ -546,8 +583,13 @@ class EnvBase(nn.Module):
         """Forget the cached key lists (recomputed on next use)."""
         self._invalidate_cache()
 
-    def close(self) -> None:
-        """Release the env's resources."""
+    def close(self, *, raise_if_closed: bool = True) -> None:
+        """Release the env's resources.
+
+        Args:
+            raise_if_closed (bool, optional): accepted for TorchRL compatibility; closing
+                a plain env twice is harmless. Defaults to ``True``.
+        """
         self.is_closed = True
 
     def __repr__(self) -> str:

@@ -367,12 +367,12 @@ class GymLikeEnv(EnvBase):
         else:
             self._env.reset(seed=seed)
 
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = True) -> None:
         """Close the backend env."""
         closer = getattr(self.__dict__.get("_env"), "close", None)
         if callable(closer):
             closer()
-        super().close()
+        super().close(raise_if_closed=raise_if_closed)
 
     def __getattr__(self, name: str) -> Any:
         try:

@@ -46,7 +46,7 @@ def check_marl_grouping(group_map: dict[str, list[str]], agent_names: Sequence[s
         agent_names (list of str): the env's agents.
 
     Raises:
-        ValueError: no agents, an empty group, an unknown agent, an agent in two
+        ValueError: no agents, a repeated agent name, an empty group, an unknown agent, an agent in two
             groups, or an agent in no group (the message names it).
 
     Examples:
@@ -62,6 +62,12 @@ def check_marl_grouping(group_map: dict[str, list[str]], agent_names: Sequence[s
             "env's agent names."
         )
     known = set(agent_names)
+    if len(known) != len(agent_names):
+        repeated = sorted({name for name in agent_names if list(agent_names).count(name) > 1})
+        raise ValueError(
+            f"check_marl_grouping expected distinct agent names, got {repeated} more than "
+            f"once in {list(agent_names)}. Give every agent its own name."
+        )
     placed: dict[str, str] = {}
     for group, members in group_map.items():
         if not members:

@@ -90,6 +90,20 @@ def _device_policy(env: EnvBase, policy: Policy) -> Policy:
     return run
 
 
+def _apply_policy(act: Policy, td: TensorDictBase) -> TensorDictBase:
+    """Run the policy; a policy that returns a new tensordict has its output merged in."""
+    out = act(td)
+    if out is td or out is None:
+        return td
+    if not isinstance(out, TensorDictBase):
+        raise TypeError(
+            f"rollout() expected the policy to return a tensordict, got "
+            f"{type(out).__name__}. Return the input tensordict with the action written "
+            f"into it (or a tensordict holding the action)."
+        )
+    return td.update(out)
+
+
 def _mark_truncated(env: EnvBase, data: TensorDictBase) -> None:
     last = data[..., -1]
     for level, keys in env._key_cache()["done_levels"].items():
@@ -164,7 +178,7 @@ def rollout(
     steps = RolloutSteps(lazy=return_contiguous is False or cache["dynamic"])
     finished = None
     for i in range(max_steps):
-        td = act(td)
+        td = _apply_policy(act, td)
         if finished is not None:
             td.set("_step", ~finished)
         td = env.step(td)

@@ -17,7 +17,7 @@ import torch
 from tensordict import NestedKey
 
 from rl_envs_core._step_mdp import as_tuple
-from rl_specs import Composite, TensorSpec
+from rl_specs import Composite, Stacked, TensorSpec
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
@@ -32,6 +32,8 @@ ROLE_PARENT = {
 }
 #: roles whose short accessor returns the leaf when there is exactly one.
 LEAF_ROLES = {"action": "action", "reward": "reward", "done": "done"}
+# a leaf spec assigned to ``<role>_spec`` is stored under this key of the role's composite
+WRAPPED_LEAF_ROLES = {**LEAF_ROLES, "observation": "observation"}
 PARENT_ROLES = {
     "output_spec": ("observation", "reward", "done"),
     "input_spec": ("action", "state"),
@@ -182,19 +184,22 @@ class SpecView:
         return unbatch(spec, env.batch_size) if self.unbatched else spec
 
     def __set__(self, env: EnvBase, value: TensorSpec) -> None:
+        if "_output_spec" not in env.__dict__:  # before EnvBase.__init__: applied by it
+            env.__dict__.setdefault("_pending_specs", []).append((self, value))
+            return
         if self.unbatched:
             value = value.expand(*env.batch_size, *value.shape)
         if isinstance(value, Composite):
             assign_full_spec(env, self.role, value)
             return
-        if self.full or self.role not in LEAF_ROLES:
+        if self.full or self.role not in WRAPPED_LEAF_ROLES:
             name = f"{'full_' if self.full else ''}{self.role}_spec"
             raise TypeError(
                 f"{name} must be a Composite, got {type(value).__name__}. Wrap it: "
                 f"Composite({self.role}=spec, shape=env.batch_size)."
             )
         _check_batch(self.role, value, env.batch_size)
-        wrapped = Composite({LEAF_ROLES[self.role]: value}, shape=env.batch_size)
+        wrapped = Composite({WRAPPED_LEAF_ROLES[self.role]: value}, shape=env.batch_size)
         assign_full_spec(env, self.role, wrapped)
 
 
@@ -212,6 +217,9 @@ class ParentSpecView:
         return unbatch(spec, env.batch_size) if self.unbatched else spec
 
     def __set__(self, env: EnvBase, value: Composite) -> None:
+        if "_output_spec" not in env.__dict__:  # before EnvBase.__init__: applied by it
+            env.__dict__.setdefault("_pending_specs", []).append((self, value))
+            return
         if self.unbatched:
             value = value.expand(*env.batch_size, *value.shape)
         assign_parent_spec(env, self.name, value)
@@ -243,9 +251,12 @@ def compute_key_cache(env: EnvBase) -> dict[str, Any]:
         keys = _sorted_keys(spec)
         cache[f"{role}_keys"] = keys
         cache[f"{role}_leaves"] = [(key, spec[key]) for key in keys]
-    # a pool of envs with different action classes has leaves that form no single tensor
-    # (dtype None): their actions are drawn per member, from the composite
-    cache["action_leafwise"] = all(leaf.dtype is not None for _, leaf in cache["action_leaves"])
+    # a pool of envs with different action classes, or heterogeneous agents stacked lazily,
+    # have leaves that form no single tensor: their actions are drawn per member, from the
+    # composite (whose sample holds lazy stacks)
+    cache["action_leafwise"] = not any(
+        leaf.dtype is None or isinstance(leaf, Stacked) for _, leaf in cache["action_leaves"]
+    )
     levels: dict[tuple, list[NestedKey]] = {}
     for key in cache["done_keys"]:
         levels.setdefault(as_tuple(key)[:-1], []).append(key)
@@ -260,7 +271,10 @@ def compute_key_cache(env: EnvBase) -> dict[str, Any]:
         named_done = [k for k in keys if as_tuple(k)[-1] == "done"]
         flags.extend(named_done or keys)
     cache["done_flags"] = flags
-    cache["reward_excluded"] = frozenset(map(as_tuple, cache["reward_keys"]))
+    # a reward the env also reads back as a state (an episode sum declared as reward)
+    # moves to the next root like any state
+    states = frozenset(map(as_tuple, cache["state_keys"]))
+    cache["reward_excluded"] = frozenset(map(as_tuple, cache["reward_keys"])) - states
     cache["root_excluded"] = frozenset(
         {("next",), *map(as_tuple, cache["action_keys"]), *map(as_tuple, cache["reward_keys"])}
     )

@@ -10,7 +10,7 @@ import functools
 from collections.abc import Sequence
 
 import torch
-from tensordict import NestedKey, TensorDict, TensorDictBase
+from tensordict import LazyStackedTensorDict, NestedKey, TensorDict, TensorDictBase
 from tensordict.utils import is_non_tensor
 from torch import Tensor
 
@@ -78,7 +78,12 @@ def merge_levels(
 
     Leaves are shared by reference; every nested tensordict of the result is new,
     so neither input is ever modified. ``*_excluded`` hold full key tuples to skip.
+    A nested level left without entries is dropped. Lazy stacks are merged member
+    by member and stacked lazily again, so heterogeneous members keep their own
+    shapes and keys.
     """
+    if type(nxt) is LazyStackedTensorDict or type(root) is LazyStackedTensorDict:
+        return _merge_lazy(nxt, root, next_excluded, root_excluded, prefix)
     items: dict[str, object] = {}
     root_skip = names_at(root_excluded, prefix)
     root_entries = entries(root) if root is not None else {}
@@ -91,8 +96,8 @@ def merge_levels(
                 sub_root = root_entries.get(key) if key not in root_skip else None
                 sub_root = sub_root if _is_nested(sub_root) else None
                 merged = merge_levels(value, sub_root, next_excluded, root_excluded, (*prefix, key))
-                if merged.is_empty() and not value.is_empty():
-                    continue  # only excluded entries lived there: drop the level
+                if merged.is_empty():
+                    continue  # no entry left there (all excluded, or none to begin with)
                 value = merged
             items[key] = value
     for key, value in root_entries.items():
@@ -100,7 +105,7 @@ def merge_levels(
             continue
         if type(value) is not Tensor and _is_nested(value):
             merged = merge_levels(None, value, next_excluded, root_excluded, (*prefix, key))
-            if merged.is_empty() and not value.is_empty():
+            if merged.is_empty():
                 continue
             value = merged
         items[key] = value
@@ -114,6 +119,31 @@ def merge_levels(
         # no value is a plain dict, so nested=False just copies the dict in.
         return new_unchecked(items, like.batch_size, like.device, nested=False)
     return TensorDict(items, batch_size=like.batch_size, device=like.device)
+
+
+def _members(td: TensorDictBase | None, dim: int, count: int) -> list[TensorDictBase | None]:
+    if td is None:
+        return [None] * count
+    if type(td) is LazyStackedTensorDict and td.stack_dim == dim:
+        return list(td.tensordicts)
+    return list(td.unbind(dim))
+
+
+def _merge_lazy(
+    nxt: TensorDictBase | None,
+    root: TensorDictBase | None,
+    next_excluded: frozenset[tuple[str, ...]],
+    root_excluded: frozenset[tuple[str, ...]],
+    prefix: tuple[str, ...],
+) -> TensorDictBase:
+    lazy = nxt if type(nxt) is LazyStackedTensorDict else root
+    dim = lazy.stack_dim
+    count = len(lazy.tensordicts)
+    merged = [
+        merge_levels(n, r, next_excluded, root_excluded, prefix)
+        for n, r in zip(_members(nxt, dim, count), _members(root, dim, count))
+    ]
+    return LazyStackedTensorDict.lazy_stack(merged, dim)
 
 
 def advance(
@@ -187,6 +217,32 @@ def step_mdp(
             f"step_mdp expected a 'next' entry in the tensordict, got keys "
             f"{sorted(map(str, tensordict.keys()))}. Pass the output of env.step()."
         )
+    if type(tensordict) is LazyStackedTensorDict:
+        # member by member, so heterogeneous members keep their own shapes and keys
+        dim = tensordict.stack_dim
+        dests = (
+            [None] * len(tensordict.tensordicts)
+            if next_tensordict is None
+            else _members(next_tensordict, dim, len(tensordict.tensordicts))
+        )
+        out = LazyStackedTensorDict.lazy_stack(
+            [
+                step_mdp(
+                    member,
+                    dest,
+                    keep_other=keep_other,
+                    exclude_reward=exclude_reward,
+                    exclude_done=exclude_done,
+                    exclude_action=exclude_action,
+                    reward_keys=reward_keys,
+                    done_keys=done_keys,
+                    action_keys=action_keys,
+                )
+                for member, dest in zip(tensordict.tensordicts, dests)
+            ],
+            dim,
+        )
+        return out if next_tensordict is None else next_tensordict.update(out)
     dropped: list[NestedKey] = []
     if exclude_reward:
         dropped += as_key_list(reward_keys)
@@ -203,12 +259,26 @@ def step_mdp(
     )
     if not keep_other and not exclude_action:
         for key in as_key_list(action_keys):
-            value = tensordict.get(key, None)
-            if value is not None:
-                out.set(key, value)
+            _copy_entry(tensordict, out, as_tuple(key))
     if next_tensordict is not None:
         return next_tensordict.update(out)
     return out
+
+
+def _copy_entry(source: TensorDictBase, dest: TensorDictBase, key: tuple[str, ...]) -> None:
+    """Copy ``source[key]`` into ``dest``, creating missing levels with the source's batch size."""
+    for name in key[:-1]:
+        sub_source = source.get(name, None)
+        if sub_source is None:
+            return
+        sub_dest = dest.get(name, None)
+        if sub_dest is None:
+            sub_dest = sub_source.empty()
+            dest.set(name, sub_dest)
+        source, dest = sub_source, sub_dest
+    value = source.get(key[-1], None)
+    if value is not None:
+        dest.set(key[-1], value)
 
 
 def done_levels_of(data: TensorDictBase) -> dict[tuple[str, ...], list[NestedKey]]:

@@ -16,6 +16,7 @@ from tensordict import TensorDictBase
 from tensordict.utils import is_non_tensor
 
 from rl_envs_core._step_mdp import as_tuple, leaf_keys
+from rl_specs import Stacked
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
@@ -53,6 +54,17 @@ def check_step_input(
         ) from cause
     spec = env.full_action_spec
     for key in env._key_cache()["action_keys"]:
+        leaf = spec[key]
+        if isinstance(leaf, Stacked):
+            # heterogeneous members: the entry lives in a lazy stack and has no single
+            # shape; check it is there without densifying it
+            if as_tuple(key) not in {as_tuple(k) for k in tensordict.keys(True, True)}:
+                raise KeyError(
+                    f"step() expected an action at key {key!r}, got none. Entries present: "
+                    f"{sorted(map(str, tensordict.keys(True, True)))}. Write the action "
+                    f"(env.rand_action(td) draws one per member)."
+                ) from cause
+            continue
         value = tensordict.get(key, None)
         if value is None:
             raise KeyError(
@@ -62,7 +74,6 @@ def check_step_input(
             ) from cause
         if is_non_tensor(value):
             continue
-        leaf = spec[key]
         shape = expected_shape(env, leaf.shape, tensordict)
         if not shape_matches(shape, tuple(value.shape)):
             raise ValueError(
@@ -118,8 +129,8 @@ def check_step_output(env: EnvBase, tensordict: TensorDictBase, out: TensorDictB
             f"Return them from _step, or remove them from the specs."
         )
     for tup, leaf in declared.items():
-        if tup not in got:
-            continue
+        if tup not in got or isinstance(leaf, Stacked):
+            continue  # a lazily stacked entry has one shape per member, checked by its spec
         value = out.get(got[tup])
         if is_non_tensor(value) or not isinstance(value, torch.Tensor):
             continue

@@ -10,7 +10,15 @@ Examples:
 from __future__ import annotations
 
 from rl_stack import collectors, data, envs, record
+from rl_transforms import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
 
 __version__ = "0.1.0"
 
-__all__ = ["collectors", "data", "envs", "record"]
+__all__ = [
+    "auto_unwrap_transformed_env",
+    "collectors",
+    "data",
+    "envs",
+    "record",
+    "set_auto_unwrap_transformed_env",
+]

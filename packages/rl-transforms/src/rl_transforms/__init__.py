@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rl_transforms._action import ActionDiscretizer, ActionMask, DiscreteActionProjection
 from rl_transforms._auto_reset import AutoResetEnv, AutoResetTransform
+from rl_transforms._auto_unwrap import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
 from rl_transforms._base import ObservationTransform, Transform
 from rl_transforms._batch_size import BatchSizeTransform
 from rl_transforms._bookkeeping import InitTracker, RewardSum, StepCounter, TargetReturn, Timer
@@ -72,6 +73,7 @@ __all__: list[str] = [
     "AutoResetEnv",
     "AutoResetTransform",
     "BatchSizeTransform",
+    "auto_unwrap_transformed_env",
     "BinarizeReward",
     "BurnInTransform",
     "CatFrames",
@@ -115,6 +117,7 @@ __all__: list[str] = [
     "RewardScaling",
     "RewardSum",
     "SelectTransform",
+    "set_auto_unwrap_transformed_env",
     "SignTransform",
     "SqueezeTransform",
     "Stack",

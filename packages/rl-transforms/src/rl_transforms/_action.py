@@ -149,8 +149,17 @@ class ActionDiscretizer(Transform):
         self.categorical = categorical
         self._bounds: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def _intervals(self, like: torch.Tensor) -> torch.Tensor:
-        return torch.as_tensor(self.num_intervals, device=like.device).expand_as(like)
+    def _nvec(self, event: torch.Size) -> list[int]:
+        """Intervals per action element (one entry for a scalar action)."""
+        counts = torch.as_tensor(self.num_intervals).reshape(-1)
+        size = event.numel() if len(event) else 1
+        if counts.numel() not in (1, size):
+            raise ValueError(
+                f"ActionDiscretizer expected num_intervals to be an int or to hold one count "
+                f"per action element ({size}), got {counts.numel()} counts. Pass one count "
+                f"per element or a single int."
+            )
+        return [int(n) for n in counts.expand(size)]
 
     def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
         if self._bounds is None:
@@ -158,10 +167,18 @@ class ActionDiscretizer(Transform):
                 "ActionDiscretizer does not know the action bounds yet: attach it to an env "
                 "with a Bounded action spec (TransformedEnv(env, ActionDiscretizer(...)))."
             )
-        low, high = (b.to(state.device) for b in self._bounds)
-        index = state if self.categorical else self._from_one_hot(state, low.shape[-1])
+        low, high = (b.to(state.device) for b in self._bounds)  # the unbatched action shape
+        nvec = torch.tensor(self._nvec(low.shape), device=state.device, dtype=low.dtype)
+        nvec = nvec.reshape(low.shape) if low.ndim else nvec.squeeze(0)
+        if self.categorical:
+            index = state
+        elif low.ndim == 0:
+            index = state.long().argmax(-1)
+        else:
+            chunks = state.split([int(n) for n in nvec.reshape(-1)], dim=-1)
+            index = torch.stack([chunk.long().argmax(-1) for chunk in chunks], -1)
         index = index.to(low.dtype)
-        width = (high - low) / self._intervals(low)
+        width = (high - low) / nvec
         offset = {
             self.SamplingStrategy.MEDIAN: 0.5,
             self.SamplingStrategy.LOW: 0.0,
@@ -169,12 +186,7 @@ class ActionDiscretizer(Transform):
         }.get(self.SamplingStrategy(self.sampling))
         if offset is None:
             offset = torch.rand_like(index)
-        return (low + (index.reshape(*index.shape[:-1], low.shape[-1]) + offset) * width).clamp(
-            low, high
-        )
-
-    def _from_one_hot(self, state: torch.Tensor, dims: int) -> torch.Tensor:
-        return state.reshape(*state.shape[:-1], dims, -1).long().argmax(-1)
+        return torch.minimum(torch.maximum(low + (index + offset) * width, low), high)
 
     def _transform_inv_spec(self, spec: TensorSpec) -> TensorSpec:
         if not isinstance(spec, Bounded):
@@ -182,18 +194,37 @@ class ActionDiscretizer(Transform):
                 f"ActionDiscretizer expected a Bounded action spec at {self.action_key!r}, got "
                 f"{type(spec).__name__}. Discretize continuous, bounded actions only."
             )
-        self._bounds = (spec.low.clone(), spec.high.clone())
-        dims = spec.shape[-1] if len(spec.shape) else 1
-        nvec = self._intervals(spec.low[(0,) * (spec.low.ndim - 1)] if spec.low.ndim else spec.low)
-        nvec = [int(n) for n in nvec.reshape(-1)]
-        batch = spec.shape[:-1]
+        env = root_env(self)
+        batch = tuple(env.batch_size) if env is not None else ()
+        if tuple(spec.shape[: len(batch)]) != batch:
+            batch = ()
+        lead = (0,) * len(batch)
+        low, high = spec.low[lead].clone(), spec.high[lead].clone()
+        self._bounds = (low, high)
+        event = low.shape
+        nvec = self._nvec(event)
         if self.categorical:
-            if len(set(nvec)) == 1 and dims == 1:
+            if not event:
+                return Categorical(nvec[0], shape=spec.shape, device=spec.device)
+            if len(set(nvec)) == 1 and event.numel() == 1:
                 return Categorical(nvec[0], shape=spec.shape, device=spec.device)
             return MultiCategorical(nvec, shape=spec.shape, device=spec.device)
-        if dims == 1:
-            return OneHot(nvec[0], shape=(*batch, nvec[0]), device=spec.device)
-        return MultiOneHot(nvec, shape=(*batch, sum(nvec)), device=spec.device)
+        if not event or event.numel() == 1:
+            return OneHot(nvec[0], shape=(*batch, *event[:-1], nvec[0]), device=spec.device)
+        return MultiOneHot(nvec, shape=(*batch, *event[:-1], sum(nvec)), device=spec.device)
+
+    def transform_input_spec(self, input_spec: Composite) -> Composite:
+        """Expose the discrete action; a renamed continuous action moves to the state spec.
+
+        With ``out_action_key != action_key`` the policy only draws the discrete action,
+        and the continuous value computed from it is recorded in the data as a state entry.
+        """
+        original = spec_get(input_spec["full_action_spec"], self.action_key)
+        input_spec = super().transform_input_spec(input_spec)
+        if original is not None and self.out_action_key != self.action_key:
+            input_spec["full_action_spec"].pop(self.action_key, None)
+            input_spec["full_state_spec"][self.action_key] = original.clone()
+        return input_spec
 
     def __repr__(self) -> str:
         return (
@@ -205,14 +236,16 @@ class ActionDiscretizer(Transform):
 class DiscreteActionProjection(Transform):
     """Projects discrete actions from a high dimensional space to a low dimensional space.
 
-    The base env takes one-hot actions of size ``max_actions``; the policy picks among
-    the first ``num_actions_effective``. The inverse pads the policy's one-hot action
-    to ``max_actions``; the forward (``include_forward``) maps stored actions back,
-    replacing an action ``>= num_actions_effective`` by a random allowed one.
+    A policy shared by envs with different numbers of actions picks among
+    ``max_actions`` (one-hot); the base env takes ``num_actions_effective``. The
+    inverse maps the policy's action to the env's, replacing an action
+    ``>= num_actions_effective`` by a random allowed one; the forward
+    (``include_forward``) maps the env's actions back to ``max_actions`` (for stored
+    data).
 
     Args:
-        num_actions_effective (int): the actions the policy can pick.
-        max_actions (int): the base env's number of actions.
+        num_actions_effective (int): the base env's number of actions.
+        max_actions (int): the policy's number of actions.
         action_key (NestedKey, optional): the action. Defaults to ``"action"``.
         include_forward (bool, optional): also map actions in forward calls. Defaults to ``True``.
 
@@ -223,7 +256,9 @@ class DiscreteActionProjection(Transform):
         >>> import torch
         >>> from tensordict import TensorDict
         >>> t = DiscreteActionProjection(2, 4)
-        >>> t.inv(TensorDict({"action": torch.tensor([0, 1])}))["action"].tolist()
+        >>> t.inv(TensorDict({"action": torch.tensor([0, 1, 0, 0])}))["action"].tolist()
+        [0, 1]
+        >>> t(TensorDict({"action": torch.tensor([0, 1])}))["action"].tolist()
         [0, 1, 0, 0]
     """
 
@@ -246,13 +281,20 @@ class DiscreteActionProjection(Transform):
         self.include_forward = include_forward
 
     def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
-        index = obs.argmax(-1)
-        random = torch.randint(self.num_actions_effective, index.shape, device=obs.device)
-        index = torch.where(index >= self.num_actions_effective, random, index)
-        return torch.nn.functional.one_hot(index, self.num_actions_effective).to(obs.dtype)
+        index = obs.long().argmax(-1)
+        return torch.nn.functional.one_hot(index, self.max_actions).to(obs.dtype)
 
     def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:
-        return torch.nn.functional.pad(state, (0, self.max_actions - state.shape[-1]))
+        if state.shape[-1] != self.max_actions:
+            raise ValueError(
+                f"DiscreteActionProjection expected one-hot actions over max_actions="
+                f"{self.max_actions} choices, got a last dim of {state.shape[-1]}. Write the "
+                f"policy's action with the transformed env's action spec."
+            )
+        index = state.long().argmax(-1)
+        random = torch.randint(self.num_actions_effective, index.shape, device=state.device)
+        index = torch.where(index >= self.num_actions_effective, random, index)
+        return torch.nn.functional.one_hot(index, self.num_actions_effective).to(state.dtype)
 
     def _reset(
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
@@ -267,8 +309,8 @@ class DiscreteActionProjection(Transform):
 
     def _transform_inv_spec(self, spec: TensorSpec) -> TensorSpec:
         return OneHot(
-            self.num_actions_effective,
-            shape=(*spec.shape[:-1], self.num_actions_effective),
+            self.max_actions,
+            shape=(*spec.shape[:-1], self.max_actions),
             dtype=spec.dtype,
             device=spec.device,
         )

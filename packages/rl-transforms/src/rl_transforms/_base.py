@@ -45,6 +45,13 @@ class _KeyList:
         transform.__dict__[self.attr] = key_list(value, owner=owner, name=self.name)
 
 
+def _in_an_env(container: Any) -> bool:  # Any: a Compose or a TransformedEnv
+    """Whether ``container`` is an environment or a chain that belongs to one."""
+    while isinstance(container, Transform):
+        container = container.__dict__["_container"]
+    return container is not None
+
+
 class Transform(nn.Module):
     """Base class for environment transforms, which modify or create new data in a tensordict.
 
@@ -256,6 +263,10 @@ class Transform(nn.Module):
         output_spec["full_done_spec"] = self.transform_done_spec(output_spec["full_done_spec"])
         return output_spec
 
+    def transform_env_device(self, device: torch.device | None) -> torch.device | None:
+        """The device of the env seen through this transform (``device`` unchanged by default)."""
+        return device
+
     def transform_input_spec(self, input_spec: Composite) -> Composite:
         """Transform ``full_action_spec`` and ``full_state_spec``.
 
@@ -294,11 +305,15 @@ class Transform(nn.Module):
     def set_container(self, container: Any) -> None:  # Any: a Compose or a TransformedEnv
         """Register ``container`` as the holder of this transform.
 
+        A transform held by a ``Compose`` that belongs to no environment (a cloned
+        chain, say) may move to another container.
+
         Raises:
-            ValueError: if the transform already belongs to another container.
+            ValueError: if the transform already belongs to another container that is
+                part of an environment.
         """
         current = self.__dict__["_container"]
-        if current is not None and current is not container:
+        if current is not None and current is not container and _in_an_env(current):
             raise ValueError(
                 f"{type(self).__name__} already belongs to a {type(current).__name__}; a "
                 f"transform has a single parent. Attach a parentless copy instead: "

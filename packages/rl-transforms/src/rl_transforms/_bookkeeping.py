@@ -17,6 +17,7 @@ from rl_envs_core.extension import get_entry as read
 from rl_envs_core.extension import set_entry as write
 from rl_specs import Bounded, Categorical, Composite, Unbounded
 from rl_transforms._base import Transform
+from rl_transforms._episode_sums import done_next_to, episode_cumsum, time_dim
 from rl_transforms._key_lists import KeyArg, key_list
 
 Level = tuple[str, ...]
@@ -196,7 +197,7 @@ class RewardSum(Transform):
         in_keys (sequence of NestedKey, optional): the rewards to sum. Defaults to the
             env's reward keys (``["reward"]`` outside an env).
         out_keys (sequence of NestedKey, optional): the sums. Defaults to
-            ``"episode_reward"`` next to each reward.
+            ``"episode_<name>"`` next to each reward (``"episode_reward"`` for ``"reward"``).
         reset_keys (sequence of NestedKey, optional): the ``"_reset"`` entry of each
             reward. Defaults to the one at each reward's level.
 
@@ -204,14 +205,23 @@ class RewardSum(Transform):
         reward_spec (bool, optional): declare the sums in the reward spec instead of the
             observation spec. Defaults to ``False``.
 
+    Outside an env (on stored trajectories, or in a replay buffer), the transform
+    sums ``in_keys`` along the batch dim named ``"time"`` (the last batch dim when
+    none is named), restarting after each done step.
+
     Raises:
-        ValueError: if the key lists differ in length.
+        ValueError: if ``in_keys`` and ``out_keys`` differ in length, or (at reset)
+            there is not one reset key per reward.
 
     Examples:
         >>> from rl_envs_core.testing import CountingEnv
         >>> from rl_transforms import TransformedEnv
         >>> env = TransformedEnv(CountingEnv(max_steps=3), RewardSum())
-        >>> env.rollout(5)["next", "episode_reward"].squeeze(-1)
+        >>> data = env.rollout(5)
+        >>> data["next", "episode_reward"].squeeze(-1)
+        tensor([1., 2., 3.])
+        >>> offline = RewardSum(in_keys=[("next", "reward")], out_keys=[("next", "total")])
+        >>> offline(data)["next", "total"].squeeze(-1)
         tensor([1., 2., 3.])
     """
 
@@ -223,6 +233,15 @@ class RewardSum(Transform):
         *,
         reward_spec: bool = False,
     ) -> None:
+        if in_keys is not None and out_keys is not None:
+            n_in = len(key_list(in_keys, owner="RewardSum", name="in_keys"))
+            n_out = len(key_list(out_keys, owner="RewardSum", name="out_keys"))
+            if n_in != n_out:
+                raise ValueError(
+                    f"RewardSum expects the same number of input and output keys, got "
+                    f"in_keys={in_keys} ({n_in}) and out_keys={out_keys} ({n_out}). Give one "
+                    f"out_key per in_key, or leave out_keys unset."
+                )
         super().__init__(in_keys=in_keys, out_keys=out_keys if in_keys is not None else None)
         self._explicit_in = in_keys is not None
         self._explicit_out = out_keys is not None
@@ -235,11 +254,15 @@ class RewardSum(Transform):
     def _resolve(self, reward_keys: list[NestedKey]) -> None:
         self._in_keys = list(reward_keys)
         if not self._explicit_out:
-            self._out_keys = [_nest(_level_of(k), "episode_reward") for k in reward_keys]
+            self._out_keys = [
+                _nest(_level_of(k), f"episode_{k if isinstance(k, str) else k[-1]}")
+                for k in reward_keys
+            ]
         if len(self._out_keys) != len(self._in_keys):
             raise ValueError(
-                f"RewardSum expected one out_key per reward, got in_keys={self._in_keys} and "
-                f"out_keys={self._out_keys}. Give matching lists, or leave out_keys unset."
+                f"RewardSum expects the same number of input and output keys, got "
+                f"in_keys={self._in_keys} and out_keys={self._out_keys}. Give matching "
+                f"lists, or leave out_keys unset."
             )
         self.reset_keys = self._explicit_reset or [
             _nest(_level_of(k), "_reset") for k in self._in_keys
@@ -248,6 +271,7 @@ class RewardSum(Transform):
     def _reset(
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase
     ) -> TensorDictBase:
+        self._check_reset_keys()
         shapes = self._lazy.get("shapes", {})
         for _in_key, out_key, reset_key in zip(self._in_keys, self._out_keys, self.reset_keys):
             event, dtype = shapes.get(out_key, (None, torch.float32))
@@ -260,6 +284,14 @@ class RewardSum(Transform):
                 )
             tensordict_reset.set(out_key, zeros)
         return tensordict_reset
+
+    def _check_reset_keys(self) -> None:
+        if len(self.reset_keys) != len(self._in_keys):
+            raise ValueError(
+                f"Could not match the env reset_keys {self.reset_keys} with the in_keys "
+                f"{self._in_keys}: RewardSum needs one reset key per reward. Pass one "
+                f"reset_key per in_key (repeat '_reset' for rewards of the same level)."
+            )
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
         for in_key, out_key in zip(self._in_keys, self._out_keys):
@@ -277,10 +309,26 @@ class RewardSum(Transform):
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        raise RuntimeError(
-            "RewardSum accumulates rewards along an episode and cannot be applied to stored "
-            "data. Use it in a TransformedEnv (env.append_transform(RewardSum()))."
-        )
+        """Sum the rewards of stored trajectories along their ``"time"`` dim, per episode.
+
+        The sum restarts after each step whose ``"done"`` (next to the reward) is set.
+
+        Raises:
+            ValueError: if the data has no batch dim.
+            KeyError: if a reward entry is missing.
+        """
+        dim = time_dim(tensordict, "RewardSum")
+        for in_key, out_key in zip(self._in_keys, self._out_keys):
+            reward = tensordict.get(in_key, None)
+            if reward is None:
+                raise KeyError(
+                    f"RewardSum expected the reward {in_key!r} in the data, got entries "
+                    f"{sorted(map(str, tensordict.keys(True, True)))}. Stored transitions keep "
+                    f"rewards under 'next': pass in_keys=[('next', 'reward')]."
+                )
+            done = tensordict.get(done_next_to(in_key), None)
+            tensordict.set(out_key, episode_cumsum(reward, done, dim))
+        return tensordict
 
     def transform_output_spec(self, output_spec: Composite) -> Composite:
         reward_spec = output_spec["full_reward_spec"]

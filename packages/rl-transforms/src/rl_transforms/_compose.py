@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import torch
 from tensordict import TensorDictBase
 from torch import nn
 
@@ -141,6 +142,11 @@ class Compose(Transform):
         for t in self.transforms:
             input_spec = t.transform_input_spec(input_spec)
         return input_spec
+
+    def transform_env_device(self, device: torch.device | None) -> torch.device | None:
+        for t in self.transforms:
+            device = t.transform_env_device(device)
+        return device
 
     def _chain_spec(self, hook: str, spec: Composite) -> Composite:
         for t in self.transforms:

@@ -139,6 +139,13 @@ class DoubleToFloat(DTypeCastTransform):
         super().__init__(torch.float64, torch.float32, in_keys, out_keys, in_keys_inv, out_keys_inv)
 
 
+def _without_device(tensordict: TensorDictBase) -> TensorDictBase:
+    """``tensordict`` without a device constraint (a shallow copy when it has one)."""
+    if tensordict.device is None:
+        return tensordict
+    return tensordict.copy().clear_device_()
+
+
 class DeviceCastTransform(Transform):
     """Moves data from one device to another.
 
@@ -188,14 +195,24 @@ class DeviceCastTransform(Transform):
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         if not self._in_keys:
             return next_tensordict.to(self.device, non_blocking=True)
-        return super()._call(next_tensordict)
+        # some entries move: the data no longer has one device
+        return super()._call(_without_device(next_tensordict))
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         if not self._in_keys_inv:
             if self.orig_device is None:
                 return tensordict
             return tensordict.to(self.orig_device, non_blocking=True)
-        return super()._inv_call(tensordict)
+        return super()._inv_call(_without_device(tensordict))
+
+    def transform_env_device(self, device: torch.device | None) -> torch.device | None:
+        """The cast device when the whole data moves; ``None`` (mixed) when only some keys do.
+
+        An unset ``orig_device`` becomes the device of the env the transform is attached to.
+        """
+        if self.orig_device is None and device is not None:
+            self.orig_device = torch.device(device)
+        return self.device if not self._in_keys else None
 
     def _has_inverse(self) -> bool:
         return self.orig_device is not None or bool(self._in_keys_inv)
@@ -206,12 +223,12 @@ class DeviceCastTransform(Transform):
     def transform_output_spec(self, output_spec: Composite) -> Composite:
         if not self._in_keys:
             return output_spec.to(self.device)
-        return super().transform_output_spec(output_spec)
+        return super().transform_output_spec(output_spec.clear_device_())
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
         if not self._in_keys_inv:
             return input_spec.to(self.device)
-        return super().transform_input_spec(input_spec)
+        return super().transform_input_spec(input_spec.clear_device_())
 
     def __repr__(self) -> str:
         return f"DeviceCastTransform(device={self.device}, orig_device={self.orig_device})"

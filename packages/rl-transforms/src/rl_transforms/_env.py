@@ -15,7 +15,8 @@ from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase
 from rl_envs_core.extension import get_entry as read
-from rl_envs_core.extension import register_transformed_env_factory
+from rl_envs_core.extension import key_layout, register_transformed_env_factory
+from rl_transforms._auto_unwrap import auto_unwrap_transformed_env
 from rl_transforms._base import TDCallable, Transform
 from rl_transforms._compose import Compose, as_transform
 from rl_transforms._key_lists import set_unlocked
@@ -34,9 +35,14 @@ class TransformedEnv(EnvBase):
     Keyword Args:
         auto_unwrap (bool, optional): when ``base_env`` is itself a ``TransformedEnv``,
             wrap its base env with clones of its transforms followed by ``transform``
-            instead of nesting. Defaults to ``True``.
+            instead of nesting. Defaults to ``None``: the value of
+            :func:`auto_unwrap_transformed_env` (``True`` unless changed with
+            :class:`set_auto_unwrap_transformed_env`).
+        device (torch.device, optional): move the base env there first. Defaults to
+            ``None`` (the base env stays where it is).
         **kwargs: passed to :class:`EnvBase` (``allow_done_after_reset``,
-            ``run_type_checks``, ``spec_locked``). The device is the base env's.
+            ``run_type_checks``, ``spec_locked``). The device is the base env's, as
+            changed by the transforms' ``transform_env_device``.
 
     Raises:
         TypeError: if ``base_env`` is not an ``EnvBase``.
@@ -62,20 +68,26 @@ class TransformedEnv(EnvBase):
         cache_specs: bool = True,
         *,
         auto_unwrap: bool | None = None,
-        **kwargs: bool,
+        **kwargs: Any,  # Any: EnvBase flags (bool) and device (str or torch.device)
     ) -> None:
         if not isinstance(base_env, EnvBase):
             raise TypeError(
                 f"TransformedEnv expected base_env to be an EnvBase, got "
                 f"{type(base_env).__name__}. Wrap your environment in an EnvBase subclass first."
             )
+        device = kwargs.pop("device", None)
+        if device is not None:  # TorchRL moves the base env there first
+            base_env = base_env.to(device)
         transform = Compose() if transform is None else as_transform(transform)
-        if isinstance(base_env, TransformedEnv) and auto_unwrap is not False:
+        if auto_unwrap is None:
+            auto_unwrap = auto_unwrap_transformed_env()
+        if isinstance(base_env, TransformedEnv) and auto_unwrap:
             inner = [t.clone() for t in _as_list(base_env.transform)]
             transform = Compose(*inner, transform)
             base_env = base_env.base_env
         kwargs.setdefault("spec_locked", base_env.is_spec_locked)
-        super().__init__(device=base_env.device, batch_size=base_env.batch_size, **kwargs)
+        device = transform.transform_env_device(base_env.device)
+        super().__init__(device=device, batch_size=base_env.batch_size, **kwargs)
         self.__dict__["_cache_specs"] = cache_specs
         self.base_env = base_env
         self.__dict__["_base"] = base_env
@@ -165,6 +177,12 @@ class TransformedEnv(EnvBase):
         state = tensordict
         if self.__dict__["_has_inv"]:
             state = transform._inv_call(tensordict.copy())
+            # inverse-transformed entries the specs list as state (say the float action
+            # an ActionDiscretizer computed) are kept in the data, as TorchRL records them
+            for key in key_layout(self)["state_keys"]:
+                value = read(state, key)
+                if value is not None and value is not read(tensordict, key):
+                    tensordict.set(key, value)
         base = self.__dict__["_base"]
         if type(base).step is EnvBase.step:  # the next data without the write + read back
             next_tensordict = base.next_of(state)
@@ -209,9 +227,9 @@ class TransformedEnv(EnvBase):
         self.__dict__["_t"]._clear_cache()
         self._compute_specs()
 
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = True) -> None:
         """Close the base env."""
-        self.base_env.close()
+        self.base_env.close(raise_if_closed=raise_if_closed)
         self.is_closed = True
 
     def __getattr__(self, name: str) -> Any:  # Any: forwarded attribute of the base env

@@ -108,7 +108,7 @@ class NoopResetEnv(Transform):
             Defaults to ``True``.
 
     Raises:
-        ValueError: if ``noops < 0``.
+        ValueError: if ``noops < 0``, or (at reset) the env is batched.
         RuntimeError: if the env keeps ending during the random steps.
 
     Examples:
@@ -134,6 +134,13 @@ class NoopResetEnv(Transform):
         if self.noops == 0:
             return tensordict_reset
         parent = _parent_env(self)
+        if parent.batch_size:
+            raise ValueError(
+                f"The parent environment batch-size is non-null "
+                f"({tuple(parent.batch_size)}): NoopResetEnv draws one number of random "
+                f"steps for a single env. Append it to each sub-env instead (inside the "
+                f"function given to SerialEnv/ParallelEnv)."
+            )
         done_keys = parent.done_keys
         for _ in range(self._MAX_TRIALS):
             count = int(torch.randint(1, self.noops + 1, ())) if self.random else self.noops

@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING
 
 from tensordict import NestedKey, TensorDictBase, unravel_key
 
+from rl_specs import Composite
+
 if TYPE_CHECKING:
-    from rl_specs import Composite, TensorSpec
+    from rl_specs import TensorSpec
 
 KeyArg = NestedKey | Sequence[NestedKey] | None
 
@@ -88,7 +90,12 @@ def map_leaf_specs(
 
     With ``drop_in``, the ``in`` entry is removed when it differs from ``out`` (used
     for inverse keys: the policy writes ``out``, never ``in``).
+
+    A single leaf spec (not a :class:`Composite`) is taken as the spec of the
+    transform's entry and mapped directly.
     """
+    if not isinstance(spec, Composite):
+        return fn(spec) if in_keys else spec
     for in_key, out_key in zip(in_keys, out_keys):
         leaf = spec_get(spec, in_key)
         if leaf is None:

@@ -3,6 +3,8 @@ normalisers :class:`VecNorm` and :class:`VecNormV2`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
@@ -339,6 +341,10 @@ class VecNorm(_RunningStats):
         eps (float, optional): lower bound of the standard deviation. Defaults to ``1e-4``.
         shapes (list of torch.Size, optional): unused; shapes are inferred. Defaults to ``None``.
 
+    Keyword Args:
+        new_api (bool, optional): ``True`` builds a :class:`VecNormV2` from the other
+            arguments instead. Defaults to ``None`` (this class).
+
     Raises:
         ValueError: if ``decay`` is not in ``(0, 1]``.
 
@@ -351,6 +357,12 @@ class VecNorm(_RunningStats):
         tensor([-1.,  1.])
     """
 
+    def __new__(cls, *args: Any, new_api: bool | None = None, **kwargs: Any) -> Any:
+        # Any: VecNorm's or VecNormV2's own arguments, forwarded as given
+        if new_api:
+            return VecNormV2(*args, **kwargs)
+        return super().__new__(cls)
+
     def __init__(
         self,
         in_keys: KeyArg = None,
@@ -360,6 +372,8 @@ class VecNorm(_RunningStats):
         decay: float = 0.9999,
         eps: float = 1e-4,
         shapes: list[torch.Size] | None = None,
+        *,
+        new_api: bool | None = None,
     ) -> None:
         keys = (
             key_list(in_keys, owner="VecNorm", name="in_keys")

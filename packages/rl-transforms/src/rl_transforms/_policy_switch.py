@@ -124,6 +124,7 @@ class ConditionalPolicySwitch(Transform):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         raise RuntimeError(
-            "ConditionalPolicySwitch steps its parent environment and cannot be applied to "
-            "stored data. Use it in a TransformedEnv."
+            "ConditionalPolicySwitch cannot be called independently, only its step and reset "
+            "methods are functional: it steps its parent environment, so stored data cannot "
+            "go through it. Use it in a TransformedEnv."
         )

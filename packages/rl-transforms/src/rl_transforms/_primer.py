@@ -36,7 +36,8 @@ class TensorDictPrimer(Transform):
         **kwargs (TensorSpec): primers given as keyword arguments.
 
     Raises:
-        ValueError: if both ``random`` and ``default_value`` are given.
+        ValueError: if both ``random`` and a ``default_value`` other than ``0`` are given
+            (zero, the fill used without ``random``, is accepted alongside it).
         TypeError: if a primer is not a ``TensorSpec``.
 
     Examples:
@@ -60,7 +61,8 @@ class TensorDictPrimer(Transform):
         call_before_env_reset: bool = False,
         **kwargs: TensorSpec,
     ) -> None:
-        if random and default_value is not None:
+        neutral = isinstance(default_value, (int, float)) and default_value == 0
+        if random and default_value is not None and not neutral:
             raise ValueError(
                 "TensorDictPrimer got random=True and a default_value; they are exclusive. "
                 "Pass only one of them."

@@ -195,7 +195,19 @@ class LineariseRewards(Transform):
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         dtype = spec.dtype if spec.dtype.is_floating_point else torch.get_default_dtype()
-        return Unbounded(shape=(*spec.shape[:-1], 1), dtype=dtype, device=spec.device)
+        shape = (*spec.shape[:-1], 1)
+        if isinstance(spec, Bounded):
+            # the weighted sum of bounded objectives is bounded: a positive weight takes
+            # an objective's low to the low end, a negative one its high
+            low, high = spec.low.to(dtype), spec.high.to(dtype)
+            weights = self._buffers["weights"]
+            weights = torch.ones(low.shape[-1:], dtype=dtype) if weights is None else weights
+            weights = weights.to(dtype=dtype, device=low.device)
+            positive = weights >= 0
+            new_low = torch.where(positive, weights * low, weights * high).sum(-1, keepdim=True)
+            new_high = torch.where(positive, weights * high, weights * low).sum(-1, keepdim=True)
+            return Bounded(low=new_low, high=new_high, shape=shape, dtype=dtype, device=spec.device)
+        return Unbounded(shape=shape, dtype=dtype, device=spec.device)
 
 
 class Reward2GoTransform(Transform):
@@ -248,9 +260,12 @@ class Reward2GoTransform(Transform):
             reward = tensordict.get(in_key, None)
             if reward is None:
                 raise missing_key_error("Reward2GoTransform", in_key, tensordict, "in_keys")
-            time_dim = tensordict.batch_dims - 1
+            # time runs along the reward's second-to-last dim (the last holds the reward's
+            # own features), whatever the batch dims of the tensordict
+            time_dim = max(reward.ndim - 2, 0)
             ends = done if done is not None else torch.zeros_like(reward, dtype=torch.bool)
-            ends = ends.reshape(reward.shape[: time_dim + 1] + (1,) * (reward.ndim - time_dim - 1))
+            while ends.ndim < reward.ndim:
+                ends = ends.unsqueeze(-1)
             out = torch.empty_like(reward)
             running = torch.zeros_like(reward.select(time_dim, 0))
             for t in range(reward.shape[time_dim] - 1, -1, -1):

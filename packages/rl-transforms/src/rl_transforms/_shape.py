@@ -86,8 +86,9 @@ class UnsqueezeTransform(Transform):
 class SqueezeTransform(UnsqueezeTransform):
     """Removes a dimension of size one at the specified position.
 
-    The inverse (for ``in_keys_inv``) inserts it back. Arguments are those of
-    :class:`UnsqueezeTransform`.
+    As with :func:`torch.squeeze`, an entry whose size at ``dim`` is not one is left
+    unchanged. The inverse (for ``in_keys_inv``) inserts the dim back. Arguments are
+    those of :class:`UnsqueezeTransform`.
 
     Examples:
         >>> import torch
@@ -95,14 +96,11 @@ class SqueezeTransform(UnsqueezeTransform):
         >>> t = SqueezeTransform(-1, in_keys=["obs"])
         >>> t(TensorDict({"obs": torch.zeros(2, 3, 1)}, [2]))["obs"].shape
         torch.Size([2, 3])
+        >>> t(TensorDict({"obs": torch.zeros(2, 3)}, [2]))["obs"].shape  # size 3: unchanged
+        torch.Size([2, 3])
     """
 
     def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:
-        if obs.shape[self.dim] != 1:
-            raise ValueError(
-                f"SqueezeTransform expected size 1 at dim {self.dim}, got shape "
-                f"{tuple(obs.shape)}. Pick the dim of size one."
-            )
         return obs.squeeze(self.dim)
 
     def _inv_apply_transform(self, state: torch.Tensor) -> torch.Tensor:

@@ -300,7 +300,7 @@ class MultiThreadedEnvWrapper(EnvBase):
         frames = self._env.render(env_ids=env_ids, camera_id=camera_id)
         return None if frames is None else torch.from_numpy(np.ascontiguousarray(frames))
 
-    def close(self) -> None:
+    def close(self, *, raise_if_closed: bool = True) -> None:
         """Close the pool."""
         resets = self.__dict__.get("_resets")
         if resets is not None and not getattr(self, "is_closed", False):

@@ -99,9 +99,12 @@ def make_reader(space: Any, spec: TensorSpec, *, batch_dims: int = 0) -> Reader:
         n, dtype = spec.space.n, spec.dtype
         return lambda value: F.one_hot(base(value).long(), n).to(dtype)
     dtype = spec.dtype
+    shape = spec.shape if batch_dims == 0 and -1 not in spec.shape else None
 
     def read(value: Any) -> torch.Tensor:
         out = base(value)
+        if shape is not None and out.shape != shape and out.numel() == shape.numel():
+            out = out.reshape(shape)  # a bare float from a Box(-1, 1) env: shape (1,)
         return out if out.dtype is dtype else out.to(dtype)
 
     return read
@@ -137,7 +140,10 @@ def make_writer(space: Any, spec: TensorSpec, *, batch_dims: int = 0) -> Writer:
             (key, make_writer(space.spaces[key], spec[key], batch_dims=batch_dims))
             for key in spec.keys()
         ]
-        return lambda action: {key: write(action.get(key)) for key, write in writers}
+        # gym's Dict spaces hold arrays: a scalar action becomes a 0-d array there
+        return lambda action: {
+            key: _array(write(action.get(key))) for key, write in writers
+        }
     if isinstance(spec, MultiOneHot):
         sizes = [int(n) for n in spec.nvec]
         return lambda action: np.stack(
@@ -158,6 +164,13 @@ def make_writer(space: Any, spec: TensorSpec, *, batch_dims: int = 0) -> Writer:
                 f"Give integer actions (e.g. action.long()), or build the env with "
                 f"categorical_action_encoding=False to pass one-hot actions."
             )
-        return action.detach().cpu().numpy()
+        out = action.detach().cpu().numpy()
+        # a lone index goes as a numpy integer: envs use it as a dict key (CliffWalking)
+        return out[()] if out.ndim == 0 else out
 
     return write_index
+
+
+def _array(value: Any) -> Any:
+    """A numpy scalar as a 0-d array; anything else unchanged."""
+    return np.asarray(value) if isinstance(value, np.generic) else value
