@@ -40,3 +40,20 @@ def new_unchecked(source: dict, batch_size: torch.Size) -> TensorDict:
         return TensorDict(source, batch_size=batch_size)
     # private: _new_unsafe is the constructor without per-entry validation
     return _new_unchecked(source, batch_size=batch_size)
+
+
+def tensorclass_data(obj: object) -> TensorDict:
+    """The tensordict that holds a tensorclass instance's fields (shared, not copied).
+
+    Examples:
+        >>> from tensordict import tensorclass
+        >>> @tensorclass
+        ... class Point:
+        ...     x: torch.Tensor
+        >>> p = Point(x=torch.zeros(2), batch_size=[2])
+        >>> tensorclass_data(p)["x"] is p.x
+        True
+    """
+    # private: ``_tensordict`` is the backing store; ``to_tensordict()`` would copy it,
+    # and the trees need the very object (weak references to parents, lazy stacks)
+    return obj._tensordict

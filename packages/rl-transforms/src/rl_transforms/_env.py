@@ -178,8 +178,10 @@ class TransformedEnv(EnvBase):
         if self.__dict__["_has_inv"]:
             state = transform._inv_call(tensordict.copy())
             # inverse-transformed entries the specs list as state (say the float action
-            # an ActionDiscretizer computed) are kept in the data, as TorchRL records them
-            for key in key_layout(self)["state_keys"]:
+            # an ActionDiscretizer computed) are kept in the data, as TorchRL records them;
+            # an inverse that reshapes the batch (BatchSizeTransform) keeps its own layout
+            same_batch = state.batch_size == tensordict.batch_size
+            for key in key_layout(self)["state_keys"] if same_batch else ():
                 value = read(state, key)
                 if value is not None and value is not read(tensordict, key):
                     tensordict.set(key, value)

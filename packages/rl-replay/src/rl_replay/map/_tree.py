@@ -11,6 +11,8 @@ from typing import Any, Literal
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase, tensorclass
 
+from rl_replay import _td
+
 __all__ = ["Tree"]
 
 PLOTLY_INSTALL = "pip install plotly"
@@ -363,7 +365,7 @@ _FIELD_SETATTR = Tree.__setattr__
 def _set_subtree_parents(self: Tree, name: str, value: Any) -> None:  # Any: any field value
     """Field assignment that also points each new child back to its parent (weakly)."""
     if name == "subtree" and value is not None and not self.batch_size:
-        ref = weakref.ref(self._tensordict)
+        ref = weakref.ref(_td.tensorclass_data(self))
         for i in range(len(value)):
             value[i]._parent = ref
     _FIELD_SETATTR(self, name, value)
@@ -375,10 +377,10 @@ Tree.__setattr__ = _set_subtree_parents
 
 def attach_children(parent: Tree, children: list[Tree]) -> None:
     """Sets ``parent.subtree`` to the stack of ``children``, each pointing back to ``parent``."""
-    ref = weakref.ref(parent._tensordict)
+    ref = weakref.ref(_td.tensorclass_data(parent))
     for child in children:
         _FIELD_SETATTR(child, "_parent", ref)
-    stack = LazyStackedTensorDict(*[child._tensordict for child in children], stack_dim=0)
+    stack = LazyStackedTensorDict(*[_td.tensorclass_data(child) for child in children], stack_dim=0)
     _FIELD_SETATTR(parent, "subtree", Tree.from_tensordict(stack))
 
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 from tensordict import is_tensor_collection
-from torch.utils import _pytree
 
+from rl_replay import _td
 from rl_replay.checkpointers.list import ListStorageCheckpointer
 from rl_replay.storages.base import Storage
 
@@ -127,7 +127,7 @@ class ListStorage(Storage):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the items of :meth:`state_dict`; tensors are copied, not shared with it."""
-        self._storage = [_pytree.tree_map(_copy_tensor, item) for item in state_dict["_storage"]]
+        self._storage = [_td.tree_map(_copy_tensor, item) for item in state_dict["_storage"]]
 
 
 def _copy_tensor(leaf: Any) -> Any:  # Any: a leaf of a stored item

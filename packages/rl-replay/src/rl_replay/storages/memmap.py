@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tensordict import MemoryMappedTensor, TensorDict
+from tensordict import MemoryMappedTensor
 from tensordict.utils import NestedKey
-from torch.utils import _pytree
 
+from rl_replay import _td
 from rl_replay.checkpointers._files import DTYPES, read_json, write_json
 from rl_replay.storages._layout import _nest
 from rl_replay.storages.tensor import LazyTensorStorage
@@ -167,7 +167,7 @@ class LazyMemmapStorage(LazyTensorStorage):
             }
             for key, tensor in zip(layout.keys, layout.tensors, strict=True)
         ]
-        spec = None if layout.tree_spec is None else _pytree.treespec_dumps(layout.tree_spec)
+        spec = None if layout.tree_spec is None else _td.treespec_dumps(layout.tree_spec)
         tmp = self.scratch_dir / f"{LAYOUT_FILE}.tmp-{os.getpid()}"
         write_json(
             tmp,
@@ -196,9 +196,9 @@ class LazyMemmapStorage(LazyTensorStorage):
             flat[key] = MemoryMappedTensor.from_filename(
                 self._filename(key), dtype=DTYPES[leaf["dtype"]], shape=torch.Size(leaf["shape"])
             )
-        spec = None if layout["tree_spec"] is None else _pytree.treespec_loads(layout["tree_spec"])
+        spec = None if layout["tree_spec"] is None else _td.treespec_loads(layout["tree_spec"])
         shape = torch.Size(layout["shape"])
-        self._adopt(TensorDict._new_unsafe(_nest(flat), batch_size=shape), spec)
+        self._adopt(_td.new_unchecked(_nest(flat), batch_size=shape), spec)
         return True
 
     # ------------------------------------------------------------ files
