@@ -6,7 +6,6 @@ spec accessors in ``_spec_views.py``; the methods here delegate to them.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,6 +15,7 @@ from torch import nn
 
 from rl_envs_core import _check, _done, _partial, _rollout, _spec_views, _validation
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
+from rl_envs_core._spec_lock import lock_specs_after
 from rl_envs_core._step_mdp import advance, as_tuple
 from rl_envs_core._td import get_entry, set_child, set_entry
 from rl_envs_core._transform_hook import make_transformed_env
@@ -36,24 +36,6 @@ def _to_device(device: DeviceType) -> torch.device | None:
 def _next_seed(seed: int) -> int:
     generator = torch.Generator().manual_seed(int(seed) % (2**63))
     return int(torch.randint(0, 2**32 - 1, (), generator=generator))
-
-
-def _lock_specs_after(init: Callable[..., None]) -> Callable[..., None]:
-    """Wrap a subclass ``__init__`` so the specs lock when the outermost one returns."""
-
-    @functools.wraps(init)
-    def __init__(self: EnvBase, *args: Any, **kwargs: Any) -> None:  # Any: the subclass's own
-        state = self.__dict__
-        depth = state.get("_init_depth", 0)
-        state["_init_depth"] = depth + 1
-        try:
-            init(self, *args, **kwargs)
-        finally:
-            state["_init_depth"] = depth
-        if depth == 0 and "_output_spec" in state:
-            self.set_spec_lock_(state.get("_spec_lock_wanted", True))
-
-    return __init__
 
 
 def _key_list(name: str, doc: str) -> property:
@@ -161,7 +143,7 @@ class EnvBase(nn.Module):
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("__init__")
         if init is not None:
-            cls.__init__ = _lock_specs_after(init)
+            cls.__init__ = lock_specs_after(init)
 
     # ------------------------------------------------------------------ attributes
     @property
