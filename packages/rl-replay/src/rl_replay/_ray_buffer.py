@@ -21,12 +21,12 @@ from tensordict import is_tensor_collection
 
 from rl_replay._rate_limiters import RateLimiter
 from rl_replay._ray_backend import ReplayActorDiedError, import_ray, reraise
-from rl_replay._ray_shard import BufferShard, pack, unpack
+from rl_replay._ray_shard import pack, remote_shard_class, unpack
+from rl_replay._ray_sharding import check_int, check_layout, merge_parts, shard_counts
 
 __all__ = ["RayReplayBuffer"]
 
 _RESTART_WAIT = 60.0  # seconds the driver waits for a restarting shard to come back
-_GROUPS = {"write": 1, "read": 1}
 
 
 class PendingWrite:
@@ -125,13 +125,13 @@ class RayReplayBuffer:
         remote_config: dict[str, Any] | None = None,
     ) -> None:
         ray = import_ray("RayReplayBuffer")
-        _check_int("num_shards", num_shards, minimum=1)
-        _check_int("write_behind", write_behind, minimum=0)
-        _check_int("max_restarts", max_restarts, minimum=-1)
+        check_int("num_shards", num_shards, minimum=1)
+        check_int("write_behind", write_behind, minimum=0)
+        check_int("max_restarts", max_restarts, minimum=-1)
         if prefetch is not None:
-            _check_int("prefetch", prefetch, minimum=1)
+            check_int("prefetch", prefetch, minimum=1)
         if checkpoint_every is not None:
-            _check_int("checkpoint_every", checkpoint_every, minimum=1)
+            check_int("checkpoint_every", checkpoint_every, minimum=1)
             if checkpoint_dir is None:
                 raise ValueError(
                     f"RayReplayBuffer got checkpoint_every={checkpoint_every} but no "
@@ -142,7 +142,7 @@ class RayReplayBuffer:
                 f"RayReplayBuffer expected rate_limiter to be a RateLimiter (MinSize, "
                 f"SampleToInsertRatio, Queue), got {type(rate_limiter).__name__}."
             )
-        _check_layout(storage, sampler, rate_limiter, num_shards)
+        check_layout(storage, sampler, rate_limiter, num_shards)
         self._owns_ray = not ray.is_initialized()
         if self._owns_ray:
             config = {"include_dashboard": False, "log_to_driver": False}
@@ -159,7 +159,7 @@ class RayReplayBuffer:
             "dim_extend": dim_extend,
         }
         options = {"num_cpus": 0, **(remote_config or {}), "max_restarts": max_restarts}
-        remote_cls = _remote_shard_class(ray).options(**options)
+        remote_cls = remote_shard_class(ray).options(**options)
         # Ray rebuilds a restarted shard from its constructor arguments: they stay in the
         # object store (and in scope) while this buffer lives.
         self._kwargs_ref = ray.put(kwargs)
@@ -458,7 +458,7 @@ class RayReplayBuffer:
             metas = self._get_all([actor.ping.remote() for actor in self._live()])
             for shard, meta in enumerate(metas):
                 self._set_meta(shard, meta)
-            counts = self._split(batch_size, [meta[1] for meta in metas])
+            counts = shard_counts(batch_size, [meta[1] for meta in metas], self._unit)
         return [
             (
                 shard,
@@ -467,30 +467,6 @@ class RayReplayBuffer:
             for shard, count in enumerate(counts)
             if count
         ]
-
-    def _split(self, batch_size: int, masses: list[float]) -> list[int]:
-        kind, value = self._unit
-        if kind == "len":
-            unit = value
-        elif value:
-            raise ValueError(
-                f"A sharded RayReplayBuffer splits samples in whole slices, so its slice sampler "
-                f"needs slice_len=..., got num_slices={value}. Build the sampler with slice_len."
-            )
-        else:
-            unit = 1
-        if batch_size % unit:
-            raise ValueError(
-                f"RayReplayBuffer could not split a batch of {batch_size} into whole slices of "
-                f"{unit} across {self._num_shards} shards. Pass a batch_size multiple of {unit}."
-            )
-        weights = torch.tensor(masses, dtype=torch.double)
-        if not weights.sum() > 0:
-            raise RuntimeError(
-                "RayReplayBuffer cannot sample: every shard is empty. Extend the buffer first."
-            )
-        draws = torch.multinomial(weights, batch_size // unit, replacement=True)
-        return (torch.bincount(draws, minlength=self._num_shards) * unit).tolist()
 
     def _collect(self, job: list[tuple[int, Any]]) -> tuple[Any, dict[str, Any]]:
         parts = []
@@ -501,21 +477,8 @@ class RayReplayBuffer:
             if "index" in info:
                 info["index"] = self._global_index(info["index"], shard)
             parts.append((shard, unpack(data), info))
-        if len(parts) == 1:
-            _, data, info = parts[0]
-            return data, info
-        if self._prioritized:  # weights normalised by the smallest priority of all shards
-            low = min(self._metas[shard][2] for shard, _, _ in parts)
-            for shard, _, info in parts:
-                scale = (self._metas[shard][2] / low) ** (-self._beta)
-                info["priority_weight"] = info["priority_weight"] * scale
-        data = torch.cat([part[1] for part in parts])
-        info = {}
-        for key in parts[0][2]:
-            values = [part[2][key] for part in parts]
-            info[key] = torch.cat(values) if isinstance(values[0], torch.Tensor) else values
-        info["shard"] = torch.cat([torch.full((part[1].shape[0],), part[0]) for part in parts])
-        return data, info
+        lowest = [self._metas[shard][2] for shard, _, _ in parts] if self._prioritized else None
+        return merge_parts(parts, lowest, self._beta)
 
     def empty(self) -> None:
         """Remove every element of every shard; the rate limiters start over."""
@@ -634,40 +597,3 @@ class RayReplayBuffer:
         self._next_shard = itertools.cycle(range(self._num_shards))
         self._pending = deque()
         self._prefetched = deque()
-
-
-def _check_layout(storage: Any, sampler: Any, rate_limiter: Any, num_shards: int) -> None:
-    """Refuse, before any actor starts, what the shards would refuse (instances only)."""
-    if (
-        num_shards > 1
-        and getattr(sampler, "num_slices", None)
-        and not getattr(sampler, "slice_len", None)
-    ):
-        raise ValueError(
-            f"A sharded RayReplayBuffer splits samples in whole slices, so its slice sampler "
-            f"needs slice_len=..., got num_slices={sampler.num_slices}. Build the sampler "
-            "with slice_len."
-        )
-    size, capacity = getattr(rate_limiter, "size", None), getattr(storage, "max_size", None)
-    if getattr(rate_limiter, "fifo", False) and isinstance(capacity, int) and size > capacity:
-        raise ValueError(
-            f"Queue(size={size}) holds more items than the storage (max_size={capacity}); "
-            f"unread items would be overwritten. Use Queue(size<={capacity}) or a bigger storage."
-        )
-
-
-_REMOTE_SHARD: list[Any] = []
-
-
-def _remote_shard_class(ray: Any) -> Any:  # Any: ray's actor class
-    """``BufferShard`` as a Ray actor class (made once per process)."""
-    if not _REMOTE_SHARD:
-        _REMOTE_SHARD.append(ray.remote(concurrency_groups=_GROUPS, max_concurrency=2)(BufferShard))
-    return _REMOTE_SHARD[0]
-
-
-def _check_int(name: str, value: Any, *, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(
-            f"RayReplayBuffer expected {name} to be an int >= {minimum}, got {value!r}."
-        )

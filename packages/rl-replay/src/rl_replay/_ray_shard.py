@@ -26,7 +26,7 @@ from rl_replay.checkpointers._files import read_json, write_json
 from rl_replay.samplers import PrioritizedSampler
 from rl_replay.storages import ListStorage
 
-__all__ = ["BufferShard", "build_component", "pack", "unpack"]
+__all__ = ["BufferShard", "build_component", "pack", "remote_shard_class", "unpack"]
 
 SHARD_FILE = "shard.json"
 
@@ -376,3 +376,14 @@ def _cat_index(parts: list[Any]) -> Any:
     if all(isinstance(part, torch.Tensor) for part in parts):
         return torch.cat(parts)
     return tuple(torch.cat(dims) for dims in zip(*parts, strict=True))
+
+
+_GROUPS = {"write": 1, "read": 1}  # one writer and one reader at a time in each shard
+_REMOTE_SHARD: list[Any] = []
+
+
+def remote_shard_class(ray: Any) -> Any:  # Any: ray's actor class
+    """``BufferShard`` as a Ray actor class (made once per process)."""
+    if not _REMOTE_SHARD:
+        _REMOTE_SHARD.append(ray.remote(concurrency_groups=_GROUPS, max_concurrency=2)(BufferShard))
+    return _REMOTE_SHARD[0]

@@ -7,7 +7,7 @@ from rl_transforms._auto_reset import AutoResetEnv, AutoResetTransform
 from rl_transforms._auto_unwrap import auto_unwrap_transformed_env, set_auto_unwrap_transformed_env
 from rl_transforms._base import ObservationTransform, Transform
 from rl_transforms._batch_size import BatchSizeTransform
-from rl_transforms._bookkeeping import InitTracker, RewardSum, StepCounter, TargetReturn, Timer
+from rl_transforms._bookkeeping import InitTracker, RewardSum, StepCounter, TargetReturn
 from rl_transforms._burn_in import BurnInTransform
 from rl_transforms._compose import Compose
 from rl_transforms._dtype_device import (
@@ -62,6 +62,7 @@ from rl_transforms._shape import (
     UnsqueezeTransform,
 )
 from rl_transforms._temporal import CatFrames, TimeMaxPool
+from rl_transforms._timer import Timer
 from rl_transforms._tokenizer import Tokenizer
 from rl_transforms._trajectories import TrajCounter
 
