@@ -11,8 +11,6 @@ sample concurrently.
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.synchronize
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -21,10 +19,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tensordict import is_tensor_collection, unravel_key
-from torch.utils import _pytree
+from tensordict import unravel_key
 
+from rl_replay._buffer_helpers import (
+    _check_in_range,
+    _check_positive,
+    _default_collate,
+    _identity,
+    _stack_items,
+    _transpose,
+)
 from rl_replay._checkpoint import dump_buffer, load_buffer, load_buffer_state
+from rl_replay._pickling import _LockFree
 from rl_replay._transforms import _TransformList
 from rl_replay.checkpointers.base import StorageCheckpointerBase
 from rl_replay.samplers import RandomSampler
@@ -506,111 +512,3 @@ class ReplayBuffer:
         self._lock = threading.RLock()
         self._executor = None
         self._futures = deque()
-
-
-_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
-
-
-class _LockFree:
-    """A component pickled without its thread locks (fresh locks are made on restore).
-
-    A process lock (the writer's) travels to a process being started, so both sides
-    share it; any other pickling gets a fresh one, as a copy shares nothing.
-    """
-
-    def __init__(self, component: Any) -> None:
-        self.cls = type(component)
-        self.state = dict(component.__dict__)
-        self.locks = [name for name, value in self.state.items() if isinstance(value, _LOCK_TYPES)]
-        self.kinds = [
-            isinstance(self.state.pop(name), type(threading.RLock())) for name in self.locks
-        ]
-        spawning = multiprocessing.context.get_spawning_popen() is not None
-        self.process_locks = [
-            name
-            for name, value in self.state.items()
-            if isinstance(value, multiprocessing.synchronize.Lock) and not spawning
-        ]
-        for name in self.process_locks:
-            del self.state[name]
-
-    def restore(self) -> Any:
-        component = self.cls.__new__(self.cls)
-        for name, reentrant in zip(self.locks, self.kinds, strict=True):
-            self.state[name] = threading.RLock() if reentrant else threading.Lock()
-        for name in self.process_locks:
-            self.state[name] = multiprocessing.get_context("spawn").Lock()
-        component.__dict__.update(self.state)
-        return component
-
-
-# ---------------------------------------------------------------- helpers
-def _check_positive(name: str, value: int | None) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"ReplayBuffer expected {name} to be a positive int or None, got {value!r}."
-        )
-    return value
-
-
-def _check_in_range(index: Any, rows: int, owner: str) -> Any:  # Any: an index form
-    """Wrap negative ints; raise IndexError for positions not written yet."""
-    first = index[0] if isinstance(index, tuple) and index else index
-    if isinstance(first, bool):
-        return index
-    if isinstance(first, int):
-        low, high = first, first
-    elif isinstance(first, torch.Tensor) and first.dtype not in (torch.bool, torch.uint8):
-        if first.numel() == 0 or first.is_floating_point():
-            return index
-        low, high = int(first.min()), int(first.max())
-    else:
-        return index
-    if low < -rows or high >= rows:
-        found = first if isinstance(first, int) else f"positions from {low} to {high}"
-        raise IndexError(
-            f"{owner} index out of range: expected positions in [{-rows}, {rows}) (the "
-            f"{rows} elements written along the first storage dim), got {found}. "
-            "Positions past the length hold no data yet."
-        )
-    if low >= 0:
-        return index
-    if isinstance(index, int):
-        return index + rows
-    wrapped = torch.where(first < 0, first + rows, first)  # count from the length, not capacity
-    return (wrapped, *index[1:]) if isinstance(index, tuple) else wrapped
-
-
-def _identity(data: Any) -> Any:
-    return data
-
-
-def _stack_list(data: Any) -> Any:
-    """Default collate of list storages: stack tensors/tensordicts, keep other lists."""
-    if isinstance(data, list) and data:
-        if all(isinstance(item, torch.Tensor) for item in data) or all(
-            is_tensor_collection(item) for item in data
-        ):
-            return torch.stack(data)
-    return data
-
-
-def _default_collate(storage: Any) -> Callable[[Any], Any]:
-    return _stack_list if isinstance(storage, ListStorage) else _identity
-
-
-def _stack_items(items: list[Any]) -> Any:
-    """A list of elements written to a tensor storage becomes one stacked batch."""
-    if not items:
-        raise ValueError("extend expected at least one element, got an empty list.")
-    if isinstance(items[0], torch.Tensor) or is_tensor_collection(items[0]):
-        return torch.stack(items)
-    return _pytree.tree_map(lambda *leaves: torch.stack(leaves), items[0], *items[1:])
-
-
-def _transpose(data: Any, dim: int) -> Any:
-    if isinstance(data, torch.Tensor) or is_tensor_collection(data):
-        return data.transpose(dim, 0)
-    return _pytree.tree_map(lambda leaf: leaf.transpose(dim, 0), data)

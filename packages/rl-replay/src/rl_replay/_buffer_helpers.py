@@ -1,0 +1,83 @@
+"""Argument checks, index checks and collate helpers of :class:`~rl_replay.ReplayBuffer`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from tensordict import is_tensor_collection
+from torch.utils import _pytree
+
+from rl_replay.storages import ListStorage
+
+
+def _check_positive(name: str, value: int | None) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(
+            f"ReplayBuffer expected {name} to be a positive int or None, got {value!r}."
+        )
+    return value
+
+
+def _check_in_range(index: Any, rows: int, owner: str) -> Any:  # Any: an index form
+    """Wrap negative ints; raise IndexError for positions not written yet."""
+    first = index[0] if isinstance(index, tuple) and index else index
+    if isinstance(first, bool):
+        return index
+    if isinstance(first, int):
+        low, high = first, first
+    elif isinstance(first, torch.Tensor) and first.dtype not in (torch.bool, torch.uint8):
+        if first.numel() == 0 or first.is_floating_point():
+            return index
+        low, high = int(first.min()), int(first.max())
+    else:
+        return index
+    if low < -rows or high >= rows:
+        found = first if isinstance(first, int) else f"positions from {low} to {high}"
+        raise IndexError(
+            f"{owner} index out of range: expected positions in [{-rows}, {rows}) (the "
+            f"{rows} elements written along the first storage dim), got {found}. "
+            "Positions past the length hold no data yet."
+        )
+    if low >= 0:
+        return index
+    if isinstance(index, int):
+        return index + rows
+    wrapped = torch.where(first < 0, first + rows, first)  # count from the length, not capacity
+    return (wrapped, *index[1:]) if isinstance(index, tuple) else wrapped
+
+
+def _identity(data: Any) -> Any:
+    return data
+
+
+def _stack_list(data: Any) -> Any:
+    """Default collate of list storages: stack tensors/tensordicts, keep other lists."""
+    if isinstance(data, list) and data:
+        if all(isinstance(item, torch.Tensor) for item in data) or all(
+            is_tensor_collection(item) for item in data
+        ):
+            return torch.stack(data)
+    return data
+
+
+def _default_collate(storage: Any) -> Callable[[Any], Any]:
+    return _stack_list if isinstance(storage, ListStorage) else _identity
+
+
+def _stack_items(items: list[Any]) -> Any:
+    """A list of elements written to a tensor storage becomes one stacked batch."""
+    if not items:
+        raise ValueError("extend expected at least one element, got an empty list.")
+    if isinstance(items[0], torch.Tensor) or is_tensor_collection(items[0]):
+        return torch.stack(items)
+    return _pytree.tree_map(lambda *leaves: torch.stack(leaves), items[0], *items[1:])
+
+
+def _transpose(data: Any, dim: int) -> Any:
+    if isinstance(data, torch.Tensor) or is_tensor_collection(data):
+        return data.transpose(dim, 0)
+    return _pytree.tree_map(lambda leaf: leaf.transpose(dim, 0), data)
