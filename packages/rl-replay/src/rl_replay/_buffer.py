@@ -30,6 +30,7 @@ from rl_replay._buffer_helpers import (
     _transpose,
 )
 from rl_replay._checkpoint import dump_buffer, load_buffer, load_buffer_state
+from rl_replay._conditional import ConditionalUpdateResult, update_if_present
 from rl_replay._pickling import _LockFree
 from rl_replay._transforms import _TransformList
 from rl_replay.checkpointers.base import StorageCheckpointerBase
@@ -301,6 +302,76 @@ class ReplayBuffer:
         with self._lock:
             self._sampler.update_priority(index, priority, storage=self._storage)
 
+    def update_if_present(
+        self,
+        *,
+        index: Any,  # Any: a tensor or the tuple extend returns
+        generation: Any,  # Any: a tensor of generations
+        patch: Any,  # Any: a mapping of keys to tensors, or a tensordict
+        version_key: Any = None,  # Any: a (nested) key
+        version: int | torch.Tensor | None = None,
+        require_newer: bool = False,
+    ) -> ConditionalUpdateResult:
+        """Patch the stored records whose ``(index, generation)`` handle is still live.
+
+        Slots are recycled by the writer, so an index taken at sampling time may
+        name another record when an asynchronous computation writes back.  Only
+        records whose slot still has ``generation`` (see
+        :meth:`~rl_replay.Writer.generations_of`) get ``patch``; the others are
+        left untouched.  The whole patch is checked (keys, shapes, dtypes) before
+        anything is written.  A patch does not change a record's generation.
+
+        With ``version_key`` and ``version``, a live record is only patched when
+        ``version`` beats the value stored under ``version_key`` (``>`` with
+        ``require_newer=True``, ``>=`` otherwise); the accepted version is
+        written there with the patch.  When one slot is addressed several times,
+        only the row with the highest version (the last on ties) is applied.
+
+        Args:
+            index (torch.Tensor): storage positions, as :meth:`extend` returns or
+                a sample's ``"index"``.
+            generation (torch.Tensor): the generations taken with ``index`` (a
+                sample's ``"index_generation"``).
+            patch (mapping or TensorDictBase): stored keys (nested keys as tuples)
+                to tensors with one row per index.
+            version_key (NestedKey, optional): a stored scalar-per-record entry
+                holding each record's version. Defaults to ``None``.
+            version (int or torch.Tensor, optional): the incoming version, one
+                for all or one per index; needs ``version_key``. Defaults to ``None``.
+            require_newer (bool, optional): ties lose. Defaults to ``False``.
+
+        Returns:
+            A :class:`~rl_replay.ConditionalUpdateResult`.
+
+        Raises:
+            RuntimeError: if the storage is not a tensor storage or the writer
+                does not track generations (no conditional updates possible).
+            KeyError: if a patch key or ``version_key`` is not stored.
+            ValueError: for a patch entry of the wrong shape or dtype, only one of
+                ``version_key``/``version``, ``version_key`` in ``patch``, a dotted
+                or non-scalar ``version_key``.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> from rl_replay import (LazyTensorStorage, TensorDictReplayBuffer,
+            ...     TensorDictRoundRobinWriter)
+            >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(4),
+            ...     writer=TensorDictRoundRobinWriter(track_generations=True))
+            >>> index = rb.extend(TensorDict({"x": torch.zeros(4)}, [4]))
+            >>> generation = rb.writer.generations_of(index)
+            >>> _ = rb.extend(TensorDict({"x": torch.ones(1)}, [1]))  # slot 0 is recycled
+            >>> result = rb.update_if_present(index=index, generation=generation,
+            ...     patch={"x": torch.full((4,), 5.0)})
+            >>> result.updated.tolist(), result.stale_count
+            ([False, True, True, True], 1)
+            >>> rb[:]["x"].tolist()
+            [1.0, 5.0, 5.0, 5.0]
+        """
+        return update_if_present(
+            self, index, generation, patch, version_key, version, require_newer
+        )
+
     def empty(self) -> None:
         """Remove every element (the capacity is kept) and reset the writer and sampler."""
         with self._lock:
@@ -377,6 +448,8 @@ class ReplayBuffer:
             else:
                 index, info = self._sample_with_generator(batch_size)
             info["index"] = index
+            if self._writer.tracks_generations:
+                info["index_generation"] = self._writer.generations_of(index)
             data = self._storage.get(index)
         return self._finish(data), info
 
