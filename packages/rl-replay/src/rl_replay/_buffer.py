@@ -22,8 +22,8 @@ import torch
 from tensordict import unravel_key
 
 from rl_replay._buffer_helpers import (
+    _check_arguments,
     _check_in_range,
-    _check_positive,
     _default_collate,
     _identity,
     _stack_items,
@@ -31,6 +31,7 @@ from rl_replay._buffer_helpers import (
 )
 from rl_replay._checkpoint import dump_buffer, load_buffer, load_buffer_state
 from rl_replay._conditional import ConditionalUpdateResult, update_if_present
+from rl_replay._consume import consuming_sampler, write_consumed_slots
 from rl_replay._pickling import _LockFree
 from rl_replay._transforms import _TransformList
 from rl_replay.checkpointers.base import StorageCheckpointerBase
@@ -80,6 +81,12 @@ class ReplayBuffer:
         compilable (bool, optional): accepted for API compatibility. Defaults to ``None``.
         delayed_init (bool, optional): accepted for API compatibility: lazy
             storages always allocate on the first write. Defaults to ``False``.
+        consume_after_n_samples (int, optional): an element leaves the buffer
+            after being sampled this many times: ``len(rb)`` counts the elements
+            left, a batch holds distinct elements (fewer when fewer are left) and
+            new writes fill consumed slots before the writer's cursor moves.
+            Needs the default sampler, a 1-dim storage and no prefetching.
+            Defaults to ``None`` (elements are never consumed).
 
     Raises:
         ValueError: for a non-positive ``batch_size``, a negative ``prefetch``, ``prefetch``
@@ -158,9 +165,12 @@ class ReplayBuffer:
         shared: bool = False,
         compilable: bool | None = None,
         delayed_init: bool = False,
+        consume_after_n_samples: int | None = None,
     ) -> None:
         self._storage: Storage = storage if storage is not None else ListStorage(max_size=1_000)
+        sampler = consuming_sampler(consume_after_n_samples, sampler, self._storage, prefetch)
         self._sampler: Sampler = sampler if sampler is not None else RandomSampler()
+        self._consuming = consume_after_n_samples is not None
         self._writer: Writer = writer if writer is not None else self._default_writer()
         if checkpointer is not None:
             self._storage.checkpointer = checkpointer
@@ -173,27 +183,9 @@ class ReplayBuffer:
         self._transform = _TransformList()
         if transform is not None:
             self._transform.append(transform, shared=shared)
-        self._batch_size = _check_positive("batch_size", batch_size)
-        if self._batch_size is None and getattr(self._sampler, "drop_last", False):
-            raise ValueError(
-                f"Samplers with drop_last=True must work with a predictable batch-size: "
-                f"{type(self._sampler).__name__}(drop_last=True) got batch_size=None. Pass "
-                "batch_size to the buffer, or build the sampler with drop_last=False."
-            )
-        # prefetch=0 is TorchRL's spelling of "no prefetching", like None
-        self._prefetch = _check_positive("prefetch", None if prefetch == 0 else prefetch)
-        if shared and self._prefetch:
-            raise ValueError(
-                f"Cannot share prefetched replay buffers: got shared=True and prefetch="
-                f"{prefetch}; prefetching threads live in one process. Pass prefetch=0 (or "
-                "None) to share the buffer, or shared=False to keep prefetching."
-            )
-        ndim = getattr(self._storage, "ndim", 1)
-        self.dim_extend = ndim - 1 if dim_extend is None else dim_extend
-        if not 0 <= self.dim_extend < ndim:
-            raise ValueError(
-                f"ReplayBuffer expected 0 <= dim_extend < storage.ndim={ndim}, got {dim_extend}."
-            )
+        self._batch_size, self._prefetch, self.dim_extend = _check_arguments(
+            self._sampler, self._storage, batch_size, prefetch, shared, dim_extend
+        )
         self._generator = generator
         self._shared = shared
         self._lock = threading.RLock()
@@ -230,6 +222,8 @@ class ReplayBuffer:
         return self._transform
 
     def __len__(self) -> int:
+        if self._consuming:
+            return self._sampler.live_count(self._storage)
         return len(self._storage)
 
     def __repr__(self) -> str:
@@ -250,6 +244,11 @@ class ReplayBuffer:
             data = self._transform.inv(data)
         with self._lock:
             self._sampler.check_write(data)
+            if self._consuming:
+                reused, data = write_consumed_slots(self._sampler, self._storage, data, True)
+                if reused is not None:
+                    self._sampler.extend(reused)
+                    return int(reused[0])
             index = self._writer.add(data)
             if index is not None:
                 self._sampler.add(index)
@@ -280,7 +279,15 @@ class ReplayBuffer:
             data = _transpose(data, self.dim_extend)
         with self._lock:
             self._sampler.check_write(data)
+            reused = None
+            if self._consuming:
+                reused, data = write_consumed_slots(self._sampler, self._storage, data, False)
+                if data is None:
+                    self._sampler.extend(reused)
+                    return reused
             index = self._writer.extend(data)
+            if reused is not None:
+                index = torch.cat([reused, index])
             self._sampler.extend(index)
         return index
 

@@ -22,6 +22,34 @@ def _check_positive(name: str, value: int | None) -> int | None:
     return value
 
 
+def _check_arguments(
+    sampler: Any, storage: Any, batch_size: Any, prefetch: Any, shared: bool, dim_extend: Any
+) -> tuple[int | None, int | None, int]:
+    """Validate the buffer's batch_size, prefetch and dim_extend against its components."""
+    batch_size = _check_positive("batch_size", batch_size)
+    if batch_size is None and getattr(sampler, "drop_last", False):
+        raise ValueError(
+            f"Samplers with drop_last=True must work with a predictable batch-size: "
+            f"{type(sampler).__name__}(drop_last=True) got batch_size=None. Pass "
+            "batch_size to the buffer, or build the sampler with drop_last=False."
+        )
+    # prefetch=0 is TorchRL's spelling of "no prefetching", like None
+    checked_prefetch = _check_positive("prefetch", None if prefetch == 0 else prefetch)
+    if shared and checked_prefetch:
+        raise ValueError(
+            f"Cannot share prefetched replay buffers: got shared=True and prefetch="
+            f"{prefetch}; prefetching threads live in one process. Pass prefetch=0 (or "
+            "None) to share the buffer, or shared=False to keep prefetching."
+        )
+    ndim = getattr(storage, "ndim", 1)
+    extend_dim = ndim - 1 if dim_extend is None else dim_extend
+    if not 0 <= extend_dim < ndim:
+        raise ValueError(
+            f"ReplayBuffer expected 0 <= dim_extend < storage.ndim={ndim}, got {dim_extend}."
+        )
+    return batch_size, checked_prefetch, extend_dim
+
+
 def _check_in_range(index: Any, rows: int, owner: str) -> Any:  # Any: an index form
     """Wrap negative ints; raise IndexError for positions not written yet."""
     first = index[0] if isinstance(index, tuple) and index else index
