@@ -33,6 +33,7 @@ from rl_replay._checkpoint import dump_buffer, load_buffer, load_buffer_state
 from rl_replay._conditional import ConditionalUpdateResult, update_if_present
 from rl_replay._consume import consuming_sampler, write_consumed_slots
 from rl_replay._pickling import _LockFree
+from rl_replay._prefetch import prefetch_state, restore_prefetch, sample_prefetched
 from rl_replay._transforms import _TransformList
 from rl_replay.checkpointers.base import StorageCheckpointerBase
 from rl_replay.samplers import RandomSampler
@@ -443,7 +444,7 @@ class ReplayBuffer:
                 f"{batch_size}. Drop the argument or build the buffer without prefetch."
             )
         if self._prefetch:
-            data, info = self._sample_prefetched(batch_size)
+            data, info = sample_prefetched(self, batch_size)
         else:
             data, info = self._sample(batch_size)
         return (data, info) if return_info else data
@@ -483,16 +484,6 @@ class ReplayBuffer:
             self._generator.set_state(torch.get_rng_state())
         return out
 
-    def _sample_prefetched(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=self._prefetch)
-        if not self._futures:
-            self._futures.append((batch_size, self._executor.submit(self._sample, batch_size)))
-        _, future = self._futures.popleft()
-        while len(self._futures) < self._prefetch:  # keep `prefetch` batches in flight
-            self._futures.append((batch_size, self._executor.submit(self._sample, batch_size)))
-        return future.result()
-
     def __iter__(self) -> Iterator[Any]:
         """Sample batches until the sampler runs out (forever for samplers that never do).
 
@@ -526,12 +517,15 @@ class ReplayBuffer:
     # ------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         """The state of the storage, sampler and writer (transforms are not saved)."""
-        return {
-            "_storage": self._storage.state_dict(),
-            "_sampler": self._sampler.state_dict(),
-            "_writer": self._writer.state_dict(),
-            "_batch_size": self._batch_size,
-        }
+        pending = prefetch_state(self)  # waits for batches in flight: outside the lock
+        with self._lock:
+            return {
+                "_storage": self._storage.state_dict(),
+                "_sampler": self._sampler.state_dict(),
+                "_writer": self._writer.state_dict(),
+                "_batch_size": self._batch_size,
+                **pending,
+            }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the output of :meth:`state_dict`; on error the buffer is unchanged.
@@ -540,8 +534,11 @@ class ReplayBuffer:
             KeyError: if an entry is missing.
             ValueError: if a component's state does not fit it.
         """
+        for _, future in list(self._futures):
+            future.result()  # batches in flight finish (outside the lock) before being dropped
         with self._lock:
             load_buffer_state(self, state_dict)
+            restore_prefetch(self, state_dict)
 
     def dumps(self, path: str | Path) -> None:
         """Save the storage, sampler and writer under the directory ``path``, atomically.
@@ -574,9 +571,11 @@ class ReplayBuffer:
             self._futures.clear()
 
     def __getstate__(self) -> dict[str, Any]:
+        pending = prefetch_state(self) if self._futures else None  # batches in flight travel
         state = self.__dict__.copy()
         for name in ("_lock", "_executor", "_futures"):
             state.pop(name)
+        state["_pending_prefetch"] = pending
         # Components may hold thread locks (samplers do); those cannot cross a process
         # boundary, so they travel as markers and are recreated on the other side.
         for name in ("_sampler", "_writer"):
@@ -586,9 +585,12 @@ class ReplayBuffer:
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name in ("_sampler", "_writer"):
             state[name] = state[name].restore()
+        pending = state.pop("_pending_prefetch", None)
         self.__dict__.update(state)
         self._storage.attach(self._writer)
         self._storage.attach(self._sampler)
         self._lock = threading.RLock()
         self._executor = None
         self._futures = deque()
+        if pending is not None:
+            restore_prefetch(self, pending)

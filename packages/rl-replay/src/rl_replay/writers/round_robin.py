@@ -113,7 +113,7 @@ class RoundRobinWriter(Writer):
         state: dict[str, Any] = {"_cursor": self._cursor}
         counters = generations_on(self._storage) if self._track_generations else None
         if counters is not None:
-            state["_generations"] = counters.counts.clone()
+            state["_generation"] = counters.counts.clone()
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
@@ -134,12 +134,12 @@ class RoundRobinWriter(Writer):
                 f"{type(self).__name__}.load_state_dict expected '_cursor' to be an int >= 0, got "
                 f"{cursor!r}. Pass a state returned by state_dict()."
             )
-        generations = state_dict.get("_generations")
+        generations = state_dict.get("_generation")
         if generations is not None and not (
             isinstance(generations, torch.Tensor) and generations.ndim == 1
         ):
             raise ValueError(
-                f"{type(self).__name__}.load_state_dict expected '_generations' to be a 1-dim "
+                f"{type(self).__name__}.load_state_dict expected '_generation' to be a 1-dim "
                 f"tensor, got {generations!r}. Pass a state returned by state_dict()."
             )
         self._cursor = cursor
