@@ -37,6 +37,7 @@ from rl_replay.samplers.base import (
     Sampler,
     check_batch_size,
     check_not_empty,
+    check_replacement,
     device_of,
     rows_of,
 )
@@ -95,6 +96,10 @@ class SliceSampler(Sampler):
         use_gpu (bool or torch.device, optional): keep the boundary tables on this CUDA
             device (``True``: the current one) when the storage is on CPU.
             Defaults to ``False``.
+        replacement (bool, optional): ``False`` builds a
+            :class:`~rl_replay.SliceSamplerWithoutReplacement` with the same
+            arguments (``drop_last`` and ``shuffle`` may then be passed too).
+            Defaults to ``True``.
 
     When the stored data has an ``"is_init"`` entry, ``info["is_init"]`` is that entry at
     the sampled positions with the first step of every slice set to ``True`` (recurrent
@@ -130,6 +135,16 @@ class SliceSampler(Sampler):
         tensor(True)
     """
 
+    def __new__(cls, *args: Any, replacement: bool = True, **kwargs: Any) -> Any:
+        # kwargs: the constructor's keywords (also SliceSamplerWithoutReplacement's)
+        if replacement is False and cls is SliceSampler:
+            from rl_replay.samplers._slice_without_replacement import (
+                SliceSamplerWithoutReplacement,
+            )
+
+            return super().__new__(SliceSamplerWithoutReplacement)  # then initialised as one
+        return super().__new__(cls)
+
     def __init__(
         self,
         *,
@@ -145,8 +160,10 @@ class SliceSampler(Sampler):
         compile: bool | dict[str, Any] = False,
         span: bool | int | tuple[bool | int, bool | int] = False,
         use_gpu: torch.device | bool = False,
+        replacement: bool = True,
     ) -> None:
         Sampler.__init__(self)
+        check_replacement(replacement, type(self).__name__, variant="without replacement")
         name = type(self).__name__
         if (num_slices is None) == (slice_len is None):
             raise ValueError(

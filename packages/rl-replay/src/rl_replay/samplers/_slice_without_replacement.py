@@ -41,6 +41,8 @@ class SliceSamplerWithoutReplacement(EpochSampling, SliceSampler):
         use_gpu (bool or torch.device, optional): see :class:`SliceSampler`.
             Defaults to ``False``.
         shuffle (bool, optional): visit trajectories in random order. Defaults to ``True``.
+        replacement (bool, optional): accepted for symmetry with
+            ``SliceSampler(replacement=False)``; ignored. Defaults to ``False``.
 
     Examples:
         >>> import torch
@@ -74,6 +76,7 @@ class SliceSamplerWithoutReplacement(EpochSampling, SliceSampler):
         span: bool | int | tuple[bool | int, bool | int] = False,
         use_gpu: torch.device | bool = False,
         shuffle: bool = True,
+        replacement: bool = False,
     ) -> None:
         super().__init__(
             num_slices=num_slices,
