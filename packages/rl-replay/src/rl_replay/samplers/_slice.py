@@ -42,6 +42,8 @@ from rl_replay.samplers.base import (
     rows_of,
 )
 
+MASK_KEY = ("collector", "mask")  # real (True) vs repeated steps of padded slices
+
 __all__ = ["SliceSampler"]
 
 _MIN_QUEUE = 1 << 16  # scattered queued rows are folded in on write past max(this, 2 x rows)
@@ -87,6 +89,13 @@ class SliceSampler(Sampler):
         strict_length (bool, optional): if ``True``, trajectories shorter than the slice
             length are never sampled; if ``False`` they give shorter slices (the sample
             then has fewer than ``batch_size`` elements). Defaults to ``True``.
+        pad_output (bool, optional): with ``strict_length=False``, pad every short
+            slice to the slice length by repeating its last real step, so a sample
+            always has ``batch_size`` elements (still a flat batch); the bool entry
+            ``("collector", "mask")`` marks real (``True``) and repeated steps, the
+            truncation signal sits on the last real step and ``"is_init"`` (when
+            stored) is set at every slice start. Prefer ragged slices when the
+            consumer accepts them. Defaults to ``False``.
         compile (bool or dict, optional): compile the fixed-length index builder with
             :func:`torch.compile` (a dict is passed as its kwargs). Defaults to ``False``.
         span (bool, int or tuple, optional): let slices hang over the start (left) and/or
@@ -161,6 +170,7 @@ class SliceSampler(Sampler):
         span: bool | int | tuple[bool | int, bool | int] = False,
         use_gpu: torch.device | bool = False,
         replacement: bool = True,
+        pad_output: bool = False,
     ) -> None:
         Sampler.__init__(self)
         check_replacement(replacement, type(self).__name__, variant="without replacement")
@@ -175,6 +185,12 @@ class SliceSampler(Sampler):
                 isinstance(value, bool) or not isinstance(value, int) or value <= 0
             ):
                 raise ValueError(f"{name} expected {arg} to be a positive int, got {value!r}.")
+        if pad_output and strict_length:
+            raise ValueError(
+                f"{name}: pad_output=True is incompatible with strict_length=True: only "
+                "slices shorter than the slice length are padded. Pass strict_length=False."
+            )
+        self.pad_output = bool(pad_output)
         if ends is not None and trajectories is not None:
             raise ValueError(f"{name} expected at most one of ends and trajectories, got both.")
         self.num_slices = num_slices
@@ -449,6 +465,8 @@ class SliceSampler(Sampler):
         first = offset.clamp_min(0)
         stop = torch.minimum(offset + seq_len, length)
         sizes = stop - first
+        if self.pad_output:
+            return self._gather_padded(storage, traj_index, row + first, col, sizes, seq_len)
         owner = torch.repeat_interleave(torch.arange(row.numel(), device=sizes.device), sizes)
         step = torch.arange(owner.numel(), device=sizes.device) - (sizes.cumsum(0) - sizes)[owner]
         rows = (row + first)[owner].add_(step).remainder_(traj_index.rows)
@@ -456,6 +474,22 @@ class SliceSampler(Sampler):
         cols = col[owner] if traj_index.cols > 1 else None
         index = self._to_storage_index(storage, rows, cols)
         return index, self._info.build(storage, index, slice_end)
+
+    def _gather_padded(
+        self, storage: Any, traj_index: TrajectoryIndex, start: torch.Tensor, col: torch.Tensor,
+        sizes: torch.Tensor, seq_len: int,
+    ) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+        """``seq_len`` steps per slice; steps past a slice's ``size`` repeat its last one."""
+        device = sizes.device
+        owner = torch.arange(sizes.numel(), device=device).repeat_interleave(seq_len)
+        position = torch.arange(seq_len, device=device).repeat(sizes.numel())
+        last = (sizes - 1).clamp_min(0)[owner]
+        rows = start[owner].add_(torch.minimum(position, last)).remainder_(traj_index.rows)
+        index = self._to_storage_index(storage, rows, col[owner] if traj_index.cols > 1 else None)
+        ends, starts = (position == last).unsqueeze(-1), (position == 0).unsqueeze(-1)
+        info = self._info.build(storage, index, ends, starts=starts)
+        info[MASK_KEY] = position <= last
+        return index, info
 
     def _to_storage_index(self, storage: Any, rows: torch.Tensor, cols: torch.Tensor | None) -> Any:
         device = device_of(storage)
