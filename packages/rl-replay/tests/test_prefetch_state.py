@@ -65,3 +65,9 @@ def test_state_without_pending_batches_loads_into_a_prefetching_buffer():
     copy.sample()
     copy.load_state_dict(source.state_dict())
     assert copy.sample().shape == (4,)
+
+
+def test_prefetching_buffers_do_not_draw_from_each_others_generator():
+    first, second = _prefetching(11), _prefetching(11)
+    for _ in range(30):  # both keep batches in flight in their own threads meanwhile
+        assert torch.equal(first.sample(), second.sample())

@@ -26,6 +26,7 @@ from rl_replay._buffer_helpers import (
     _check_in_range,
     _default_collate,
     _identity,
+    _sample_with_generator,
     _stack_items,
     _transpose,
 )
@@ -478,11 +479,7 @@ class ReplayBuffer:
         return data
 
     def _sample_with_generator(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
-        with torch.random.fork_rng(devices=[]):
-            torch.set_rng_state(self._generator.get_state())
-            out = self._sampler.sample(self._storage, batch_size)
-            self._generator.set_state(torch.get_rng_state())
-        return out
+        return _sample_with_generator(self._sampler, self._storage, self._generator, batch_size)
 
     def __iter__(self) -> Iterator[Any]:
         """Sample batches until the sampler runs out (forever for samplers that never do).

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -48,6 +49,24 @@ def _check_arguments(
             f"ReplayBuffer expected 0 <= dim_extend < storage.ndim={ndim}, got {dim_extend}."
         )
     return batch_size, checked_prefetch, extend_dim
+
+
+_GLOBAL_RNG_SWAP = threading.Lock()
+
+
+def _sample_with_generator(
+    sampler: Any, storage: Any, generator: torch.Generator, batch_size: int
+) -> tuple[Any, dict[str, Any]]:
+    """Sample with ``generator`` standing in for torch's global RNG, which samplers draw from.
+
+    The swap is serialised: buffers sampling in other threads (prefetching) would
+    otherwise draw from each other's generator state.
+    """
+    with _GLOBAL_RNG_SWAP, torch.random.fork_rng(devices=[]):
+        torch.set_rng_state(generator.get_state())
+        out = sampler.sample(storage, batch_size)
+        generator.set_state(torch.get_rng_state())
+    return out
 
 
 def _check_in_range(index: Any, rows: int, owner: str) -> Any:  # Any: an index form
