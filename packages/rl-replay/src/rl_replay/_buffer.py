@@ -11,8 +11,6 @@ sample concurrently.
 
 from __future__ import annotations
 
-import multiprocessing
-import multiprocessing.synchronize
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -21,10 +19,22 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from tensordict import is_tensor_collection, unravel_key
+from tensordict import unravel_key
 
-from rl_replay import _td
+from rl_replay._buffer_helpers import (
+    _check_arguments,
+    _check_in_range,
+    _default_collate,
+    _identity,
+    _sample_with_generator,
+    _stack_items,
+    _transpose,
+)
 from rl_replay._checkpoint import dump_buffer, load_buffer, load_buffer_state
+from rl_replay._conditional import ConditionalUpdateResult, update_if_present
+from rl_replay._consume import consuming_sampler, write_consumed_slots
+from rl_replay._pickling import _LockFree
+from rl_replay._prefetch import prefetch_state, restore_prefetch, sample_prefetched
 from rl_replay._transforms import _TransformList
 from rl_replay.checkpointers.base import StorageCheckpointerBase
 from rl_replay.samplers import RandomSampler
@@ -73,6 +83,12 @@ class ReplayBuffer:
         compilable (bool, optional): accepted for API compatibility. Defaults to ``None``.
         delayed_init (bool, optional): accepted for API compatibility: lazy
             storages always allocate on the first write. Defaults to ``False``.
+        consume_after_n_samples (int, optional): an element leaves the buffer
+            after being sampled this many times: ``len(rb)`` counts the elements
+            left, a batch holds distinct elements (fewer when fewer are left) and
+            new writes fill consumed slots before the writer's cursor moves.
+            Needs the default sampler, a 1-dim storage and no prefetching.
+            Defaults to ``None`` (elements are never consumed).
 
     Raises:
         ValueError: for a non-positive ``batch_size``, a negative ``prefetch``, ``prefetch``
@@ -151,9 +167,12 @@ class ReplayBuffer:
         shared: bool = False,
         compilable: bool | None = None,
         delayed_init: bool = False,
+        consume_after_n_samples: int | None = None,
     ) -> None:
         self._storage: Storage = storage if storage is not None else ListStorage(max_size=1_000)
+        sampler = consuming_sampler(consume_after_n_samples, sampler, self._storage, prefetch)
         self._sampler: Sampler = sampler if sampler is not None else RandomSampler()
+        self._consuming = consume_after_n_samples is not None
         self._writer: Writer = writer if writer is not None else self._default_writer()
         if checkpointer is not None:
             self._storage.checkpointer = checkpointer
@@ -166,27 +185,9 @@ class ReplayBuffer:
         self._transform = _TransformList()
         if transform is not None:
             self._transform.append(transform, shared=shared)
-        self._batch_size = _check_positive("batch_size", batch_size)
-        if self._batch_size is None and getattr(self._sampler, "drop_last", False):
-            raise ValueError(
-                f"Samplers with drop_last=True must work with a predictable batch-size: "
-                f"{type(self._sampler).__name__}(drop_last=True) got batch_size=None. Pass "
-                "batch_size to the buffer, or build the sampler with drop_last=False."
-            )
-        # prefetch=0 is TorchRL's spelling of "no prefetching", like None
-        self._prefetch = _check_positive("prefetch", None if prefetch == 0 else prefetch)
-        if shared and self._prefetch:
-            raise ValueError(
-                f"Cannot share prefetched replay buffers: got shared=True and prefetch="
-                f"{prefetch}; prefetching threads live in one process. Pass prefetch=0 (or "
-                "None) to share the buffer, or shared=False to keep prefetching."
-            )
-        ndim = getattr(self._storage, "ndim", 1)
-        self.dim_extend = ndim - 1 if dim_extend is None else dim_extend
-        if not 0 <= self.dim_extend < ndim:
-            raise ValueError(
-                f"ReplayBuffer expected 0 <= dim_extend < storage.ndim={ndim}, got {dim_extend}."
-            )
+        self._batch_size, self._prefetch, self.dim_extend = _check_arguments(
+            self._sampler, self._storage, batch_size, prefetch, shared, dim_extend
+        )
         self._generator = generator
         self._shared = shared
         self._lock = threading.RLock()
@@ -223,6 +224,8 @@ class ReplayBuffer:
         return self._transform
 
     def __len__(self) -> int:
+        if self._consuming:
+            return self._sampler.live_count(self._storage)
         return len(self._storage)
 
     def __repr__(self) -> str:
@@ -243,6 +246,11 @@ class ReplayBuffer:
             data = self._transform.inv(data)
         with self._lock:
             self._sampler.check_write(data)
+            if self._consuming:
+                reused, data = write_consumed_slots(self._sampler, self._storage, data, True)
+                if reused is not None:
+                    self._sampler.extend(reused)
+                    return int(reused[0])
             index = self._writer.add(data)
             if index is not None:
                 self._sampler.add(index)
@@ -273,7 +281,15 @@ class ReplayBuffer:
             data = _transpose(data, self.dim_extend)
         with self._lock:
             self._sampler.check_write(data)
+            reused = None
+            if self._consuming:
+                reused, data = write_consumed_slots(self._sampler, self._storage, data, False)
+                if data is None:
+                    self._sampler.extend(reused)
+                    return reused
             index = self._writer.extend(data)
+            if reused is not None:
+                index = torch.cat([reused, index])
             self._sampler.extend(index)
         return index
 
@@ -294,6 +310,76 @@ class ReplayBuffer:
         """Forward new priorities to the sampler (a no-op for non-prioritized samplers)."""
         with self._lock:
             self._sampler.update_priority(index, priority, storage=self._storage)
+
+    def update_if_present(
+        self,
+        *,
+        index: Any,  # Any: a tensor or the tuple extend returns
+        generation: Any,  # Any: a tensor of generations
+        patch: Any,  # Any: a mapping of keys to tensors, or a tensordict
+        version_key: Any = None,  # Any: a (nested) key
+        version: int | torch.Tensor | None = None,
+        require_newer: bool = False,
+    ) -> ConditionalUpdateResult:
+        """Patch the stored records whose ``(index, generation)`` handle is still live.
+
+        Slots are recycled by the writer, so an index taken at sampling time may
+        name another record when an asynchronous computation writes back.  Only
+        records whose slot still has ``generation`` (see
+        :meth:`~rl_replay.Writer.generations_of`) get ``patch``; the others are
+        left untouched.  The whole patch is checked (keys, shapes, dtypes) before
+        anything is written.  A patch does not change a record's generation.
+
+        With ``version_key`` and ``version``, a live record is only patched when
+        ``version`` beats the value stored under ``version_key`` (``>`` with
+        ``require_newer=True``, ``>=`` otherwise); the accepted version is
+        written there with the patch.  When one slot is addressed several times,
+        only the row with the highest version (the last on ties) is applied.
+
+        Args:
+            index (torch.Tensor): storage positions, as :meth:`extend` returns or
+                a sample's ``"index"``.
+            generation (torch.Tensor): the generations taken with ``index`` (a
+                sample's ``"index_generation"``).
+            patch (mapping or TensorDictBase): stored keys (nested keys as tuples)
+                to tensors with one row per index.
+            version_key (NestedKey, optional): a stored scalar-per-record entry
+                holding each record's version. Defaults to ``None``.
+            version (int or torch.Tensor, optional): the incoming version, one
+                for all or one per index; needs ``version_key``. Defaults to ``None``.
+            require_newer (bool, optional): ties lose. Defaults to ``False``.
+
+        Returns:
+            A :class:`~rl_replay.ConditionalUpdateResult`.
+
+        Raises:
+            RuntimeError: if the storage is not a tensor storage or the writer
+                does not track generations (no conditional updates possible).
+            KeyError: if a patch key or ``version_key`` is not stored.
+            ValueError: for a patch entry of the wrong shape or dtype, only one of
+                ``version_key``/``version``, ``version_key`` in ``patch``, a dotted
+                or non-scalar ``version_key``.
+
+        Examples:
+            >>> import torch
+            >>> from tensordict import TensorDict
+            >>> from rl_replay import (LazyTensorStorage, TensorDictReplayBuffer,
+            ...     TensorDictRoundRobinWriter)
+            >>> rb = TensorDictReplayBuffer(storage=LazyTensorStorage(4),
+            ...     writer=TensorDictRoundRobinWriter(track_generations=True))
+            >>> index = rb.extend(TensorDict({"x": torch.zeros(4)}, [4]))
+            >>> generation = rb.writer.generations_of(index)
+            >>> _ = rb.extend(TensorDict({"x": torch.ones(1)}, [1]))  # slot 0 is recycled
+            >>> result = rb.update_if_present(index=index, generation=generation,
+            ...     patch={"x": torch.full((4,), 5.0)})
+            >>> result.updated.tolist(), result.stale_count
+            ([False, True, True, True], 1)
+            >>> rb[:]["x"].tolist()
+            [1.0, 5.0, 5.0, 5.0]
+        """
+        return update_if_present(
+            self, index, generation, patch, version_key, version, require_newer
+        )
 
     def empty(self) -> None:
         """Remove every element (the capacity is kept) and reset the writer and sampler."""
@@ -359,7 +445,7 @@ class ReplayBuffer:
                 f"{batch_size}. Drop the argument or build the buffer without prefetch."
             )
         if self._prefetch:
-            data, info = self._sample_prefetched(batch_size)
+            data, info = sample_prefetched(self, batch_size)
         else:
             data, info = self._sample(batch_size)
         return (data, info) if return_info else data
@@ -371,6 +457,8 @@ class ReplayBuffer:
             else:
                 index, info = self._sample_with_generator(batch_size)
             info["index"] = index
+            if self._writer.tracks_generations:
+                info["index_generation"] = self._writer.generations_of(index)
             data = self._storage.get(index)
         return self._finish(data), info
 
@@ -391,21 +479,7 @@ class ReplayBuffer:
         return data
 
     def _sample_with_generator(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
-        with torch.random.fork_rng(devices=[]):
-            torch.set_rng_state(self._generator.get_state())
-            out = self._sampler.sample(self._storage, batch_size)
-            self._generator.set_state(torch.get_rng_state())
-        return out
-
-    def _sample_prefetched(self, batch_size: int) -> tuple[Any, dict[str, Any]]:
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=self._prefetch)
-        if not self._futures:
-            self._futures.append((batch_size, self._executor.submit(self._sample, batch_size)))
-        _, future = self._futures.popleft()
-        while len(self._futures) < self._prefetch:  # keep `prefetch` batches in flight
-            self._futures.append((batch_size, self._executor.submit(self._sample, batch_size)))
-        return future.result()
+        return _sample_with_generator(self._sampler, self._storage, self._generator, batch_size)
 
     def __iter__(self) -> Iterator[Any]:
         """Sample batches until the sampler runs out (forever for samplers that never do).
@@ -440,12 +514,15 @@ class ReplayBuffer:
     # ------------------------------------------------------------ state
     def state_dict(self) -> dict[str, Any]:
         """The state of the storage, sampler and writer (transforms are not saved)."""
-        return {
-            "_storage": self._storage.state_dict(),
-            "_sampler": self._sampler.state_dict(),
-            "_writer": self._writer.state_dict(),
-            "_batch_size": self._batch_size,
-        }
+        pending = prefetch_state(self)  # waits for batches in flight: outside the lock
+        with self._lock:
+            return {
+                "_storage": self._storage.state_dict(),
+                "_sampler": self._sampler.state_dict(),
+                "_writer": self._writer.state_dict(),
+                "_batch_size": self._batch_size,
+                **pending,
+            }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the output of :meth:`state_dict`; on error the buffer is unchanged.
@@ -454,8 +531,11 @@ class ReplayBuffer:
             KeyError: if an entry is missing.
             ValueError: if a component's state does not fit it.
         """
+        for _, future in list(self._futures):
+            future.result()  # batches in flight finish (outside the lock) before being dropped
         with self._lock:
             load_buffer_state(self, state_dict)
+            restore_prefetch(self, state_dict)
 
     def dumps(self, path: str | Path) -> None:
         """Save the storage, sampler and writer under the directory ``path``, atomically.
@@ -488,9 +568,11 @@ class ReplayBuffer:
             self._futures.clear()
 
     def __getstate__(self) -> dict[str, Any]:
+        pending = prefetch_state(self) if self._futures else None  # batches in flight travel
         state = self.__dict__.copy()
         for name in ("_lock", "_executor", "_futures"):
             state.pop(name)
+        state["_pending_prefetch"] = pending
         # Components may hold thread locks (samplers do); those cannot cross a process
         # boundary, so they travel as markers and are recreated on the other side.
         for name in ("_sampler", "_writer"):
@@ -500,117 +582,12 @@ class ReplayBuffer:
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name in ("_sampler", "_writer"):
             state[name] = state[name].restore()
+        pending = state.pop("_pending_prefetch", None)
         self.__dict__.update(state)
         self._storage.attach(self._writer)
         self._storage.attach(self._sampler)
         self._lock = threading.RLock()
         self._executor = None
         self._futures = deque()
-
-
-_LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
-
-
-class _LockFree:
-    """A component pickled without its thread locks (fresh locks are made on restore).
-
-    A process lock (the writer's) travels to a process being started, so both sides
-    share it; any other pickling gets a fresh one, as a copy shares nothing.
-    """
-
-    def __init__(self, component: Any) -> None:
-        self.cls = type(component)
-        self.state = dict(component.__dict__)
-        self.locks = [name for name, value in self.state.items() if isinstance(value, _LOCK_TYPES)]
-        self.kinds = [
-            isinstance(self.state.pop(name), type(threading.RLock())) for name in self.locks
-        ]
-        spawning = multiprocessing.context.get_spawning_popen() is not None
-        self.process_locks = [
-            name
-            for name, value in self.state.items()
-            if isinstance(value, multiprocessing.synchronize.Lock) and not spawning
-        ]
-        for name in self.process_locks:
-            del self.state[name]
-
-    def restore(self) -> Any:
-        component = self.cls.__new__(self.cls)
-        for name, reentrant in zip(self.locks, self.kinds, strict=True):
-            self.state[name] = threading.RLock() if reentrant else threading.Lock()
-        for name in self.process_locks:
-            self.state[name] = multiprocessing.get_context("spawn").Lock()
-        component.__dict__.update(self.state)
-        return component
-
-
-# ---------------------------------------------------------------- helpers
-def _check_positive(name: str, value: int | None) -> int | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ValueError(
-            f"ReplayBuffer expected {name} to be a positive int or None, got {value!r}."
-        )
-    return value
-
-
-def _check_in_range(index: Any, rows: int, owner: str) -> Any:  # Any: an index form
-    """Wrap negative ints; raise IndexError for positions not written yet."""
-    first = index[0] if isinstance(index, tuple) and index else index
-    if isinstance(first, bool):
-        return index
-    if isinstance(first, int):
-        low, high = first, first
-    elif isinstance(first, torch.Tensor) and first.dtype not in (torch.bool, torch.uint8):
-        if first.numel() == 0 or first.is_floating_point():
-            return index
-        low, high = int(first.min()), int(first.max())
-    else:
-        return index
-    if low < -rows or high >= rows:
-        found = first if isinstance(first, int) else f"positions from {low} to {high}"
-        raise IndexError(
-            f"{owner} index out of range: expected positions in [{-rows}, {rows}) (the "
-            f"{rows} elements written along the first storage dim), got {found}. "
-            "Positions past the length hold no data yet."
-        )
-    if low >= 0:
-        return index
-    if isinstance(index, int):
-        return index + rows
-    wrapped = torch.where(first < 0, first + rows, first)  # count from the length, not capacity
-    return (wrapped, *index[1:]) if isinstance(index, tuple) else wrapped
-
-
-def _identity(data: Any) -> Any:
-    return data
-
-
-def _stack_list(data: Any) -> Any:
-    """Default collate of list storages: stack tensors/tensordicts, keep other lists."""
-    if isinstance(data, list) and data:
-        if all(isinstance(item, torch.Tensor) for item in data) or all(
-            is_tensor_collection(item) for item in data
-        ):
-            return torch.stack(data)
-    return data
-
-
-def _default_collate(storage: Any) -> Callable[[Any], Any]:
-    return _stack_list if isinstance(storage, ListStorage) else _identity
-
-
-def _stack_items(items: list[Any]) -> Any:
-    """A list of elements written to a tensor storage becomes one stacked batch."""
-    if not items:
-        raise ValueError("extend expected at least one element, got an empty list.")
-    if isinstance(items[0], torch.Tensor) or is_tensor_collection(items[0]):
-        return torch.stack(items)
-    return _td.tree_map(lambda *leaves: torch.stack(leaves), items[0], *items[1:])
-
-
-def _transpose(data: Any, dim: int) -> Any:
-    if isinstance(data, torch.Tensor) or is_tensor_collection(data):
-        return data.transpose(dim, 0)
-    return _td.tree_map(lambda leaf: leaf.transpose(dim, 0), data)
+        if pending is not None:
+            restore_prefetch(self, pending)

@@ -15,7 +15,8 @@ from typing import Any
 import torch
 from tensordict import is_tensor_collection
 
-from rl_replay._buffer import ReplayBuffer, _check_positive
+from rl_replay._buffer import ReplayBuffer
+from rl_replay._buffer_helpers import _check_positive
 from rl_replay.checkpointers.ensemble import StorageEnsembleCheckpointer
 from rl_replay.samplers import SamplerEnsemble
 from rl_replay.storages.base import Storage

@@ -81,3 +81,14 @@ class TestSamplerWithoutReplacement:
             other.load_state_dict(rb._sampler.state_dict())
         assert torch.equal(other.sample(rb._storage, 15)[0], rb._sampler.sample(rb._storage, 15)[0])
         assert other.ran_out and rb._sampler.ran_out
+
+
+def test_the_next_epoch_order_is_drawn_when_an_epoch_ends():
+    rb = ReplayBuffer(storage=LazyTensorStorage(4), sampler=SamplerWithoutReplacement())
+    rb.extend(torch.arange(4))
+    rb.sample(4)
+    assert rb.sampler.ran_out
+    upcoming = rb.sampler.state_dict()["remaining"]
+    assert sorted(upcoming.tolist()) == [0, 1, 2, 3]
+    assert rb.sample(4).tolist() == upcoming.tolist()
+    assert rb.sampler.ran_out

@@ -49,19 +49,21 @@ class Epoch:
                 f"found {numel}. Lower the batch size or pass drop_last=False."
             )
         if self._remaining is None or self._key != key:
-            order = (
-                torch.randperm(numel, device=device)
-                if self.shuffle
-                else torch.arange(numel, device=device)
-            )
-            self._remaining, self._key, self.ran_out = order, key, False
+            self._remaining, self._key = self._order(numel, device), key
+        self.ran_out = False
         index = self._remaining[:count]
         self._remaining = self._remaining[count:]
         left = self._remaining.numel()
         if left == 0 or (self.drop_last and left < count):
             self.ran_out = True
-            self._remaining = None
+            # the next epoch's order is drawn now, as TorchRL does (same random stream)
+            self._remaining = self._order(numel, device)
         return index
+
+    def _order(self, numel: int, device: torch.device) -> torch.Tensor:
+        if self.shuffle:
+            return torch.randperm(numel, device=device)
+        return torch.arange(numel, device=device)
 
     def reset(self) -> None:
         """Forget the current epoch."""

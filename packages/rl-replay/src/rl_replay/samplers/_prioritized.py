@@ -13,6 +13,7 @@ from rl_replay.samplers.base import (
     Sampler,
     check_batch_size,
     check_not_empty,
+    check_replacement,
     device_of,
     ravel,
     rows_of,
@@ -51,6 +52,9 @@ class PrioritizedSampler(Sampler):
         max_priority_within_buffer (bool, optional): if ``True``, new elements get the
             largest priority currently stored instead of the largest ever seen.
             Defaults to ``False``.
+        replacement (bool, optional): must stay ``True``: there is no prioritized
+            sampler without replacement (``False`` raises ``TypeError``).
+            Defaults to ``True``.
 
     Raises:
         ValueError: for a non-positive ``max_capacity``, a negative ``alpha``, ``beta`` or
@@ -85,9 +89,12 @@ class PrioritizedSampler(Sampler):
         dtype: torch.dtype = torch.float,
         reduction: str = "max",
         max_priority_within_buffer: bool = False,
+        *,
+        replacement: bool = True,
     ) -> None:
         Sampler.__init__(self)
         name = type(self).__name__
+        check_replacement(replacement, name, variant=None)
         if isinstance(max_capacity, bool) or not isinstance(max_capacity, int) or max_capacity <= 0:
             raise ValueError(
                 f"{name} expected max_capacity to be a positive int, got {max_capacity!r}. "

@@ -11,7 +11,7 @@ from tensordict import NestedKey
 from rl_replay.samplers._prioritized import PrioritizedSampler
 from rl_replay.samplers._slice import SliceSampler
 from rl_replay.samplers._trajectories import Segments, TrajectoryIndex
-from rl_replay.samplers.base import check_batch_size, check_not_empty
+from rl_replay.samplers.base import check_batch_size, check_not_empty, check_replacement
 
 __all__ = ["PrioritizedSliceSampler"]
 
@@ -44,6 +44,9 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
             truncated_key, span, strict_length, compile, use_gpu: see :class:`SliceSampler`.
         max_priority_within_buffer (bool, optional): see :class:`PrioritizedSampler`.
             Defaults to ``False``.
+        replacement (bool, optional): must stay ``True``: there is no prioritized
+            slice sampler without replacement (``False`` raises ``TypeError``).
+            Defaults to ``True``.
 
     Examples:
         >>> import torch
@@ -85,7 +88,9 @@ class PrioritizedSliceSampler(SliceSampler, PrioritizedSampler):
         compile: bool | dict[str, Any] = False,
         use_gpu: bool | torch.device = False,
         max_priority_within_buffer: bool = False,
+        replacement: bool = True,
     ) -> None:
+        check_replacement(replacement, type(self).__name__, variant=None)
         SliceSampler.__init__(
             self,
             num_slices=num_slices,

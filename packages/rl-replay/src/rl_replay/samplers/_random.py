@@ -6,7 +6,15 @@ from typing import Any
 
 import torch
 
-from rl_replay.samplers.base import Sampler, check_batch_size, check_not_empty, device_of, unravel
+from rl_replay.samplers._without_replacement import SamplerWithoutReplacement
+from rl_replay.samplers.base import (
+    Sampler,
+    check_batch_size,
+    check_not_empty,
+    check_replacement,
+    device_of,
+    unravel,
+)
 
 __all__ = ["RandomSampler"]
 
@@ -16,6 +24,12 @@ class RandomSampler(Sampler):
 
     Every valid element (counted over all storage dims) is drawn with probability
     ``1 / len(storage)``, independently, with replacement. ``info`` is empty.
+
+    Args:
+        replacement (bool, optional): ``False`` builds a
+            :class:`~rl_replay.SamplerWithoutReplacement` instead (its keyword
+            arguments, ``drop_last`` and ``shuffle``, may then be passed too).
+            Defaults to ``True``.
 
     Examples:
         >>> import torch
@@ -28,7 +42,19 @@ class RandomSampler(Sampler):
         >>> index, info = RandomSampler().sample(Storage(), 4)
         >>> index.shape, bool(((index >= 0) & (index < 10)).all()), info
         (torch.Size([4]), True, {})
+        >>> type(RandomSampler(replacement=False, shuffle=False)).__name__
+        'SamplerWithoutReplacement'
     """
+
+    def __new__(cls, *args: Any, replacement: bool = True, **kwargs: Any) -> Any:
+        # kwargs: SamplerWithoutReplacement's keywords when replacement=False
+        check_replacement(replacement, cls.__name__, variant="SamplerWithoutReplacement")
+        if not replacement and cls is RandomSampler:
+            return SamplerWithoutReplacement(*args, **kwargs)
+        return super().__new__(cls)
+
+    def __init__(self, *, replacement: bool = True) -> None:
+        super().__init__()
 
     def sample(self, storage: Any, batch_size: int) -> tuple[Any, dict[str, Any]]:
         """Draw ``batch_size`` uniform indices from the valid part of ``storage``.

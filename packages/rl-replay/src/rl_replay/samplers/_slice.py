@@ -37,9 +37,12 @@ from rl_replay.samplers.base import (
     Sampler,
     check_batch_size,
     check_not_empty,
+    check_replacement,
     device_of,
     rows_of,
 )
+
+MASK_KEY = ("collector", "mask")  # real (True) vs repeated steps of padded slices
 
 __all__ = ["SliceSampler"]
 
@@ -86,6 +89,13 @@ class SliceSampler(Sampler):
         strict_length (bool, optional): if ``True``, trajectories shorter than the slice
             length are never sampled; if ``False`` they give shorter slices (the sample
             then has fewer than ``batch_size`` elements). Defaults to ``True``.
+        pad_output (bool, optional): with ``strict_length=False``, pad every short
+            slice to the slice length by repeating its last real step, so a sample
+            always has ``batch_size`` elements (still a flat batch); the bool entry
+            ``("collector", "mask")`` marks real (``True``) and repeated steps, the
+            truncation signal sits on the last real step and ``"is_init"`` (when
+            stored) is set at every slice start. Prefer ragged slices when the
+            consumer accepts them. Defaults to ``False``.
         compile (bool or dict, optional): compile the fixed-length index builder with
             :func:`torch.compile` (a dict is passed as its kwargs). Defaults to ``False``.
         span (bool, int or tuple, optional): let slices hang over the start (left) and/or
@@ -95,6 +105,10 @@ class SliceSampler(Sampler):
         use_gpu (bool or torch.device, optional): keep the boundary tables on this CUDA
             device (``True``: the current one) when the storage is on CPU.
             Defaults to ``False``.
+        replacement (bool, optional): ``False`` builds a
+            :class:`~rl_replay.SliceSamplerWithoutReplacement` with the same
+            arguments (``drop_last`` and ``shuffle`` may then be passed too).
+            Defaults to ``True``.
 
     When the stored data has an ``"is_init"`` entry, ``info["is_init"]`` is that entry at
     the sampled positions with the first step of every slice set to ``True`` (recurrent
@@ -130,6 +144,19 @@ class SliceSampler(Sampler):
         tensor(True)
     """
 
+    _without_replacement: type | None = None  # what replacement=False builds (self-registered)
+
+    def __init_subclass__(cls, *, without_replacement: bool = False, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)  # kwargs: other class keywords
+        if without_replacement:
+            SliceSampler._without_replacement = cls
+
+    def __new__(cls, *args: Any, replacement: bool = True, **kwargs: Any) -> Any:
+        # kwargs: the constructor's keywords (also SliceSamplerWithoutReplacement's)
+        if replacement is False and cls is SliceSampler and cls._without_replacement:
+            return super().__new__(cls._without_replacement)  # then initialised as one
+        return super().__new__(cls)
+
     def __init__(
         self,
         *,
@@ -145,8 +172,11 @@ class SliceSampler(Sampler):
         compile: bool | dict[str, Any] = False,
         span: bool | int | tuple[bool | int, bool | int] = False,
         use_gpu: torch.device | bool = False,
+        replacement: bool = True,
+        pad_output: bool = False,
     ) -> None:
         Sampler.__init__(self)
+        check_replacement(replacement, type(self).__name__, variant="without replacement")
         name = type(self).__name__
         if (num_slices is None) == (slice_len is None):
             raise ValueError(
@@ -158,6 +188,12 @@ class SliceSampler(Sampler):
                 isinstance(value, bool) or not isinstance(value, int) or value <= 0
             ):
                 raise ValueError(f"{name} expected {arg} to be a positive int, got {value!r}.")
+        if pad_output and strict_length:
+            raise ValueError(
+                f"{name}: pad_output=True is incompatible with strict_length=True: only "
+                "slices shorter than the slice length are padded. Pass strict_length=False."
+            )
+        self.pad_output = bool(pad_output)
         if ends is not None and trajectories is not None:
             raise ValueError(f"{name} expected at most one of ends and trajectories, got both.")
         self.num_slices = num_slices
@@ -432,6 +468,8 @@ class SliceSampler(Sampler):
         first = offset.clamp_min(0)
         stop = torch.minimum(offset + seq_len, length)
         sizes = stop - first
+        if self.pad_output:
+            return self._gather_padded(storage, traj_index, row + first, col, sizes, seq_len)
         owner = torch.repeat_interleave(torch.arange(row.numel(), device=sizes.device), sizes)
         step = torch.arange(owner.numel(), device=sizes.device) - (sizes.cumsum(0) - sizes)[owner]
         rows = (row + first)[owner].add_(step).remainder_(traj_index.rows)
@@ -439,6 +477,22 @@ class SliceSampler(Sampler):
         cols = col[owner] if traj_index.cols > 1 else None
         index = self._to_storage_index(storage, rows, cols)
         return index, self._info.build(storage, index, slice_end)
+
+    def _gather_padded(
+        self, storage: Any, traj_index: TrajectoryIndex, start: torch.Tensor, col: torch.Tensor,
+        sizes: torch.Tensor, seq_len: int,
+    ) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+        """``seq_len`` steps per slice; steps past a slice's ``size`` repeat its last one."""
+        device = sizes.device
+        owner = torch.arange(sizes.numel(), device=device).repeat_interleave(seq_len)
+        position = torch.arange(seq_len, device=device).repeat(sizes.numel())
+        last = (sizes - 1).clamp_min(0)[owner]
+        rows = start[owner].add_(torch.minimum(position, last)).remainder_(traj_index.rows)
+        index = self._to_storage_index(storage, rows, col[owner] if traj_index.cols > 1 else None)
+        ends, starts = (position == last).unsqueeze(-1), (position == 0).unsqueeze(-1)
+        info = self._info.build(storage, index, ends, starts=starts)
+        info[MASK_KEY] = position <= last
+        return index, info
 
     def _to_storage_index(self, storage: Any, rows: torch.Tensor, cols: torch.Tensor | None) -> Any:
         device = device_of(storage)

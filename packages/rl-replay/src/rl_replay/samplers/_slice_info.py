@@ -67,8 +67,13 @@ class SliceInfo:
             self._keys = frozenset(keys)
         return key in self._keys
 
-    def build(self, storage: Any, index: Any, slice_end: torch.Tensor) -> dict[Any, torch.Tensor]:
-        """The info of a sample at ``index`` whose slices end where ``slice_end`` ([N, 1]) is set."""
+    def build(
+        self, storage: Any, index: Any, slice_end: torch.Tensor, starts: torch.Tensor | None = None
+    ) -> dict[Any, torch.Tensor]:
+        """The info of a sample at ``index`` whose slices end where ``slice_end`` ([N, 1]) is set.
+
+        Slices start after the previous one ends, unless ``starts`` ([N, 1]) says where.
+        """
         info: dict[Any, torch.Tensor] = {}
         if self.truncated_key is not None:
             truncated = slice_end.clone()
@@ -81,8 +86,9 @@ class SliceInfo:
             )
         if self.stores(storage, INIT_KEY):
             stored = self._read(storage, INIT_KEY, index, slice_end)
-            starts = torch.roll(slice_end, 1, 0)  # a slice starts after the previous one ends
-            starts[0] = True
+            if starts is None:
+                starts = torch.roll(slice_end, 1, 0)  # a slice starts after the previous one ends
+                starts[0] = True
             info[INIT_KEY] = stored | starts.view(-1, *([1] * (stored.ndim - 1)))
         return info
 

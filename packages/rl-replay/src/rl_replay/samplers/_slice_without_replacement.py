@@ -14,7 +14,7 @@ from rl_replay.samplers._slice import SliceSampler, _Plan
 __all__ = ["SliceSamplerWithoutReplacement"]
 
 
-class SliceSamplerWithoutReplacement(EpochSampling, SliceSampler):
+class SliceSamplerWithoutReplacement(EpochSampling, SliceSampler, without_replacement=True):
     """Samples slices of data along the first dimension, given start and stop signals, without replacement.
 
     Works like :class:`SliceSampler`, except that within an epoch every trajectory gives at
@@ -41,6 +41,8 @@ class SliceSamplerWithoutReplacement(EpochSampling, SliceSampler):
         use_gpu (bool or torch.device, optional): see :class:`SliceSampler`.
             Defaults to ``False``.
         shuffle (bool, optional): visit trajectories in random order. Defaults to ``True``.
+        replacement (bool, optional): accepted for symmetry with
+            ``SliceSampler(replacement=False)``; ignored. Defaults to ``False``.
 
     Examples:
         >>> import torch
@@ -74,6 +76,7 @@ class SliceSamplerWithoutReplacement(EpochSampling, SliceSampler):
         span: bool | int | tuple[bool | int, bool | int] = False,
         use_gpu: torch.device | bool = False,
         shuffle: bool = True,
+        replacement: bool = False,
     ) -> None:
         super().__init__(
             num_slices=num_slices,

@@ -29,6 +29,8 @@ class SamplerWithoutReplacement(EpochSampling, Sampler):
         drop_last (bool, optional): if ``True``, the last batch of an epoch is dropped
             when it would be smaller than ``batch_size``. Defaults to ``False``.
         shuffle (bool, optional): visit the elements in random order. Defaults to ``True``.
+        replacement (bool, optional): accepted for symmetry with
+            ``RandomSampler(replacement=False)``; ignored. Defaults to ``False``.
 
     Examples:
         >>> import torch
@@ -44,7 +46,9 @@ class SamplerWithoutReplacement(EpochSampling, Sampler):
         (tensor([3, 4]), True)
     """
 
-    def __init__(self, drop_last: bool = False, shuffle: bool = True) -> None:
+    def __init__(
+        self, drop_last: bool = False, shuffle: bool = True, *, replacement: bool = False
+    ) -> None:
         super().__init__()
         self.drop_last = drop_last
         self.shuffle = shuffle

@@ -202,6 +202,22 @@ def rows_of(index: Any, rows: int) -> torch.Tensor:
     return torch.as_tensor(index, dtype=torch.long).reshape(-1).unique()
 
 
+def check_replacement(replacement: Any, owner: str, *, variant: str | None) -> None:
+    """Validate the ``replacement`` flag of a sampler constructor.
+
+    Raises:
+        TypeError: if it is not a bool, or ``False`` for a sampler without a
+            without-replacement variant (``variant`` is ``None``).
+    """
+    if not isinstance(replacement, bool):
+        raise TypeError(f"{owner} expected replacement to be a bool, got {replacement!r}.")
+    if not replacement and variant is None:
+        raise TypeError(
+            f"{owner} has no without-replacement variant: got replacement=False. Drop the "
+            "argument, or use SamplerWithoutReplacement / SliceSamplerWithoutReplacement."
+        )
+
+
 def check_batch_size(batch_size: Any, owner: str) -> int:
     """Validate a sample batch size."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:

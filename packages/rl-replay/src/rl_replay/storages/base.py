@@ -34,6 +34,8 @@ from typing import Any
 
 import torch
 
+from rl_replay.storages._generations import generations_on
+
 __all__ = ["Storage"]
 
 
@@ -129,8 +131,14 @@ class Storage(abc.ABC):
             self._attached_entities.append(buffer)
 
     def empty(self) -> None:
-        """Empty the storage and every attached entity."""
+        """Empty the storage and every attached entity.
+
+        Written slots' generations advance (see ``RoundRobinWriter(track_generations=True)``).
+        """
         self._empty()
+        counters = generations_on(self)
+        if counters is not None:
+            counters.advance_written()
         for entity in self._attached_entities:
             entity._empty()
 

@@ -45,14 +45,18 @@ class LazyMemmapStorage(LazyTensorStorage):
     Args:
         max_size (int): the capacity in elements.
         scratch_dir (str or Path, optional): the directory of the memory-mapped
-            files. Defaults to a fresh temporary directory (made at construction),
-            removed when the storage that created it is garbage-collected.
+            files. Defaults to a fresh temporary directory (made at construction).
         device (torch.device or str, optional): where sampled data is placed;
             the files always live on CPU. Defaults to ``"cpu"``.
         ndim (int, optional): number of storage dims. Defaults to ``1``.
         existsok (bool, optional): whether files already present in
             ``scratch_dir`` may be overwritten. Defaults to ``False``.
         compilable (bool, optional): accepted for API compatibility. Defaults to ``False``.
+        auto_cleanup (bool, optional): remove ``scratch_dir`` and its files when
+            the storage is garbage-collected or the process exits (only in the
+            process that built the storage). Defaults to ``True`` for the
+            temporary directory made when ``scratch_dir`` is ``None`` and to
+            ``False`` for a directory given by the caller (its data is kept).
 
     Raises:
         RuntimeError: at the first write, if a file exists and ``existsok`` is ``False``.
@@ -87,17 +91,55 @@ class LazyMemmapStorage(LazyTensorStorage):
         ndim: int = 1,
         existsok: bool = False,
         compilable: bool = False,
+        auto_cleanup: bool | None = None,
     ) -> None:
         super().__init__(max_size, device=device, ndim=ndim, compilable=compilable)
+        if auto_cleanup is not None and not isinstance(auto_cleanup, bool):
+            raise TypeError(
+                f"LazyMemmapStorage expected auto_cleanup to be a bool or None, got "
+                f"{auto_cleanup!r}."
+            )
         self.existsok = existsok
         # identifies this storage (and its copies in other processes) in the layout file
         self._token = uuid.uuid4().hex
+        if auto_cleanup is None:
+            auto_cleanup = scratch_dir is None
         if scratch_dir is None:
             # created now, not at the first write, so that processes the buffer is handed
             # to before that write allocate in the same place as this one
             scratch_dir = tempfile.mkdtemp(prefix="rl_replay_")
-            self._cleanup = weakref.finalize(self, _remove_dir, scratch_dir, os.getpid())
+        if auto_cleanup:  # also at interpreter exit (weakref.finalize runs then)
+            self._cleanup = weakref.finalize(self, _remove_dir, str(scratch_dir), os.getpid())
+        self.auto_cleanup = auto_cleanup
         self.scratch_dir = Path(scratch_dir)
+
+    def cleanup(self) -> bool:
+        """Remove ``scratch_dir`` and the memory-mapped files in it, now.
+
+        Called on garbage collection and at exit when ``auto_cleanup`` is on;
+        calling it again, or on a directory already gone, does nothing.  The
+        storage cannot be read after a cleanup.
+
+        Returns:
+            ``True`` if stored files were removed, ``False`` if there was nothing
+            to remove (already cleaned up, directory gone, nothing ever written).
+
+        Examples:
+            >>> import torch
+            >>> from rl_replay import LazyMemmapStorage, ReplayBuffer
+            >>> storage = LazyMemmapStorage(10)
+            >>> _ = ReplayBuffer(storage=storage).extend(torch.zeros(3))
+            >>> storage.cleanup(), storage.scratch_dir.exists(), storage.cleanup()
+            (True, False, False)
+        """
+        finalizer = getattr(self, "_cleanup", None)
+        if finalizer is not None:
+            finalizer.detach()  # removed now: nothing left for exit or collection
+        path = self.scratch_dir
+        had_files = path.is_dir() and any(path.iterdir())
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        return had_files
 
     # ------------------------------------------------------------ shared lazy allocation
     def _init(self, data: Any, cursor: Any) -> None:

@@ -11,6 +11,7 @@ from tensordict import is_tensor_collection
 
 from rl_replay import _td
 from rl_replay.samplers.base import dump_state, load_state
+from rl_replay.storages._generations import generations_on
 from rl_replay.storages.base import Storage
 
 __all__ = ["Writer"]
@@ -40,6 +41,39 @@ class Writer(abc.ABC):
     def register_storage(self, storage: Storage) -> None:
         """Bind the writer to ``storage``."""
         self._storage = storage
+
+    @property
+    def tracks_generations(self) -> bool:
+        """Whether :meth:`generations_of` reports slot generations (``-1`` everywhere if not)."""
+        return bool(getattr(self, "_track_generations", False))
+
+    def generations_of(self, index: Any) -> torch.Tensor:  # Any: an index as extend returns
+        """The generation of the storage slots at ``index``.
+
+        A slot's generation counts the writes it received (``0`` after the first)
+        and advances when the storage is emptied; comparing the generation taken
+        with an index to the current one tells whether the slot still holds the
+        same record.  ``-1`` means "no usable stamp": a never-written slot, an
+        out-of-range index, or a writer built without generation tracking.
+
+        A tensor is read as a batch of cursor-dim slots; a ``[N, ndim]`` tensor
+        as ``N`` coordinates and a tuple of per-dim indices as coordinates (their
+        first entry is the slot).
+
+        Examples:
+            >>> import torch
+            >>> from rl_replay import ReplayBuffer, LazyTensorStorage, RoundRobinWriter
+            >>> rb = ReplayBuffer(storage=LazyTensorStorage(3),
+            ...                   writer=RoundRobinWriter(track_generations=True))
+            >>> index = rb.extend(torch.arange(4))  # slot 0 is written twice
+            >>> rb.writer.generations_of(torch.arange(3))
+            tensor([1, 0, 0])
+        """
+        slots = _slots_of(index, getattr(self._storage, "ndim", 1))
+        counters = generations_on(self._storage) if self.tracks_generations else None
+        if counters is None:
+            return torch.full(slots.shape, -1, dtype=torch.int64)
+        return counters.of(slots)
 
     @abc.abstractmethod
     def add(self, data: Any) -> Any:  # Any: any data the storage accepts
@@ -91,6 +125,16 @@ class Writer(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _slots_of(index: Any, ndim: int) -> torch.Tensor:
+    """The cursor-dim slots addressed by ``index`` (int, tensor, coordinates or tuple)."""
+    if isinstance(index, tuple):
+        index = index[0]
+    slots = torch.as_tensor(index, dtype=torch.int64)
+    if ndim > 1 and slots.ndim == 2 and slots.shape[-1] == ndim:
+        slots = slots[:, 0]
+    return slots
 
 
 def _batch_len(data: Any) -> int:

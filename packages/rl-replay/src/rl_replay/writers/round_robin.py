@@ -8,6 +8,8 @@ from typing import Any
 import torch
 from tensordict import is_tensor_collection
 
+from rl_replay.storages._generations import generations_on
+from rl_replay.storages.base import Storage
 from rl_replay.writers.base import Writer, _batch_len, _take_last
 
 __all__ = ["RoundRobinWriter", "TensorDictRoundRobinWriter"]
@@ -22,6 +24,12 @@ class RoundRobinWriter(Writer):
 
     Args:
         compilable (bool, optional): accepted for API compatibility. Defaults to ``False``.
+        track_generations (bool, optional): stamp every storage slot with a
+            generation counter (see :meth:`~rl_replay.Writer.generations_of`):
+            samples then carry an ``"index_generation"`` entry next to ``"index"``
+            and :meth:`~rl_replay.ReplayBuffer.update_if_present` can tell a live
+            record from a recycled slot.  The counters live on the storage, so
+            every buffer writing into it advances them.  Defaults to ``False``.
 
     Examples:
         >>> import torch
@@ -33,8 +41,14 @@ class RoundRobinWriter(Writer):
         tensor([4, 5, 2, 3])
     """
 
-    def __init__(self, compilable: bool = False) -> None:
+    def __init__(self, compilable: bool = False, *, track_generations: bool = False) -> None:
         super().__init__(compilable=compilable)
+        if not isinstance(track_generations, bool):
+            raise TypeError(
+                f"{type(self).__name__} expected track_generations to be a bool, got "
+                f"{track_generations!r}."
+            )
+        self._track_generations = track_generations
         self._cursor_value = torch.zeros((), dtype=torch.long).share_memory_()
         # processes the buffer is handed to share the cursor: claiming rows and writing
         # them must be one step across processes, or two collectors write the same rows
@@ -48,6 +62,12 @@ class RoundRobinWriter(Writer):
     def _cursor(self, value: int) -> None:
         self._cursor_value.fill_(value)
 
+    def register_storage(self, storage: Storage) -> None:
+        """Bind the writer to ``storage`` (adopting generation counters already on it)."""
+        super().register_storage(storage)
+        if self._track_generations:
+            generations_on(storage, create=True)
+
     def _rows(self, data: Any, single: bool) -> int:
         storage = self._require_storage()
         prepare = getattr(storage, "_rows_for_write", None)
@@ -60,6 +80,9 @@ class RoundRobinWriter(Writer):
             cursor = self._cursor
             self._storage.set(cursor, data)
             self._cursor = (cursor + 1) % rows
+            counters = generations_on(self._storage)
+            if counters is not None:
+                counters.stamp(cursor)
         return cursor
 
     def extend(self, data: Any) -> Any:  # Any: see add
@@ -72,6 +95,9 @@ class RoundRobinWriter(Writer):
             rows = self._rows(data, False)
             cursor = self._cursor
             end = cursor + count
+            counters = generations_on(self._storage)
+            if counters is not None:  # one stamp per write, even for rows dropped by the wrap
+                counters.stamp(torch.arange(cursor, end) % rows)
             if count > rows:  # only the last `rows` elements survive the wrap-around
                 data, cursor = _take_last(data, rows), end - rows
             index = torch.arange(cursor, end) % rows
@@ -84,7 +110,11 @@ class RoundRobinWriter(Writer):
         self._cursor = 0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"_cursor": self._cursor}
+        state: dict[str, Any] = {"_cursor": self._cursor}
+        counters = generations_on(self._storage) if self._track_generations else None
+        if counters is not None:
+            state["_generation"] = counters.counts.clone()
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore the cursor.
@@ -104,7 +134,17 @@ class RoundRobinWriter(Writer):
                 f"{type(self).__name__}.load_state_dict expected '_cursor' to be an int >= 0, got "
                 f"{cursor!r}. Pass a state returned by state_dict()."
             )
+        generations = state_dict.get("_generation")
+        if generations is not None and not (
+            isinstance(generations, torch.Tensor) and generations.ndim == 1
+        ):
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict expected '_generation' to be a 1-dim "
+                f"tensor, got {generations!r}. Pass a state returned by state_dict()."
+            )
         self._cursor = cursor
+        if generations is not None and self._track_generations and self._storage is not None:
+            generations_on(self._storage, create=True).load(generations)
 
 
 class TensorDictRoundRobinWriter(RoundRobinWriter):
