@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
 import tomllib
 from pathlib import Path
 
@@ -33,6 +34,10 @@ nox.options.sessions = [
     "docs",
     "lint",
 ]
+
+# nox points TMPDIR into each session's folder; Ray puts its AF_UNIX sockets under its temp
+# dir, whose path must stay under 108 bytes, so Ray's sessions go to the machine's own tmp.
+os.environ.setdefault("RAY_TMPDIR", tempfile.gettempdir())
 
 # The torch release CI tests against. `RL_STACK_TORCH="torch>=2.5"` tests another one.
 TORCH = os.environ.get("RL_STACK_TORCH", "torch==2.13.0")
