@@ -55,7 +55,8 @@ def head():
         ray.shutdown()
         # `ray stop` would stop every Ray node of this machine; end only the one started here,
         # and forget its address (ray start wrote it where ray.init() looks for a cluster).
-        current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+        root = os.environ.get("RAY_TMPDIR") or tempfile.gettempdir()
+        current = Path(root) / "ray" / "ray_current_cluster"
         if current.is_file() and current.read_text().strip().endswith(f":{port}"):
             current.unlink()
         os.killpg(proc.pid, signal.SIGTERM)
