@@ -194,7 +194,8 @@ class DataCollectorBase:
         return None
 
     def _next_raw(self) -> TensorDictBase:
-        raise NotImplementedError
+        """The next collected batch, before postproc and buffer (each collector class implements it)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _next_raw().")
 
     # ------------------------------------------------------------------ lifecycle
     def shutdown(self) -> None:
@@ -219,7 +220,7 @@ class DataCollectorBase:
         **kwargs: Any,  # Any: accepted for TorchRL compatibility (worker_ids, ...)
     ) -> None:
         """Bring the policy used for collection up to date with the given weights."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement update_policy_weights_().")
 
     def __repr__(self) -> str:
         return (

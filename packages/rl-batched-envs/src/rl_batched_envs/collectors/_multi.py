@@ -198,7 +198,8 @@ class MultiCollector(DataCollectorBase):
         self.frames_per_batch = self._batch_frames()
 
     def _batch_frames(self) -> int:
-        raise NotImplementedError
+        """Frames in one delivered batch (the sync and async collectors differ)."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _batch_frames().")
 
     # ------------------------------------------------------------------ workers
     @property
