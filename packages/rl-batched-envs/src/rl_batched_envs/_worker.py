@@ -165,32 +165,63 @@ class WorkerPool:
         self.processes: list = []
         self.conns: list[connection.Connection] = []
         self._finalizer = weakref.finalize(self, _shutdown, self.processes, self.conns, True)
-        ctx = mp.get_context(start_method)
-        fork = start_method == "fork"
-        for index, (fns, kwargs, offset) in enumerate(groups):
-            parent, child = ctx.Pipe()
-            inherited = list(self.conns) if fork else []
-            proc = ctx.Process(
-                target=worker_main,
-                args=(index, child, fns, kwargs, offset, owner, inherited, num_threads),
-                name=f"{owner}-worker-{index}",
+        self.start_method = start_method
+        for fns, kwargs, offset in groups:
+            self.start_worker(
+                worker_main,
+                lambda inherited, f=fns, k=kwargs, o=offset: (
+                    f,
+                    k,
+                    o,
+                    owner,
+                    inherited,
+                    num_threads,
+                ),
                 daemon=True,
+                what=f"the env factory {fns[0]!r}",
             )
-            try:
-                proc.start()
-            except Exception as exc:
-                child.close()
-                parent.close()
-                self.close(graceful=False)
-                raise TypeError(
-                    f"{owner} could not start worker {index} with start method "
-                    f"{start_method!r}: {exc}. With 'spawn' the env factory "
-                    f"{fns[0]!r} must be picklable: use a module-level function, "
-                    f"functools.partial or EnvCreator."
-                ) from exc
+
+    def start_worker(
+        self,
+        target: Callable[..., None],
+        make_args: Callable[[list], tuple],
+        *,
+        daemon: bool,
+        what: str,
+    ) -> None:
+        """Start one more worker process running ``target(index, child_conn, *args)``.
+
+        ``make_args(inherited)`` builds the other arguments; ``inherited`` lists the
+        connections of the workers already started, which a forked child closes.
+
+        Raises:
+            TypeError: if the process cannot start (``what`` names what must be picklable);
+                the whole pool is closed then.
+        """
+        index = len(self.conns)
+        ctx = mp.get_context(self.start_method)
+        parent, child = ctx.Pipe()
+        inherited = list(self.conns) if self.start_method == "fork" else []
+        proc = ctx.Process(
+            target=target,
+            args=(index, child, *make_args(inherited)),
+            name=f"{self.owner}-worker-{index}",
+            daemon=daemon,
+        )
+        try:
+            proc.start()
+        except Exception as exc:
             child.close()
-            self.processes.append(proc)
-            self.conns.append(parent)
+            parent.close()
+            self.close(graceful=False)
+            raise TypeError(
+                f"{self.owner} could not start worker {index} with start method "
+                f"{self.start_method!r}: {exc}. With 'spawn' {what} must be picklable: use a "
+                "module-level function, functools.partial or EnvCreator."
+            ) from exc
+        child.close()
+        self.processes.append(proc)
+        self.conns.append(parent)
 
     @property
     def num_workers(self) -> int:

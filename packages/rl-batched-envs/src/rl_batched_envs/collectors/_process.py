@@ -31,7 +31,6 @@ from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import torch
-import torch.multiprocessing as mp
 
 from rl_batched_envs._errors import encode_exception
 from rl_batched_envs._pickling import dumps
@@ -168,34 +167,15 @@ def start_workers(
             failed while building its collector; every worker is stopped.
     """
     pool = WorkerPool(owner, [], start_method=start_method, timeout=timeout)
-    ctx = mp.get_context(start_method)
-    fork = start_method == "fork"
-    for index, spec in enumerate(specs):
-        parent, child = ctx.Pipe()
-        inherited = list(pool.conns) if fork else []
+    for spec in specs:
         # not a daemon: a worker may start processes of its own (a ParallelEnv);
         # the pool's finalizer stops it when the collector goes away
-        proc = ctx.Process(
-            target=worker_main,
-            args=(index, child, spec, inherited),
-            name=f"{owner}-worker-{index}",
+        pool.start_worker(
+            worker_main,
+            lambda inherited, spec=spec: (spec, inherited),
             daemon=False,
+            what="the env factory and the policy",
         )
-        try:
-            proc.start()
-        except Exception as exc:
-            child.close()
-            parent.close()
-            pool.close(graceful=False)
-            raise TypeError(
-                f"{owner} could not start worker {index} with start method "
-                f"{start_method!r}: {exc}. With 'spawn' the env factory and the policy "
-                f"must be picklable: use a module-level function, functools.partial or "
-                f"EnvCreator."
-            ) from exc
-        child.close()
-        pool.processes.append(proc)
-        pool.conns.append(parent)
     workers = list(range(len(specs)))
     try:
         replies = pool.recv(workers, "start")
