@@ -29,6 +29,21 @@ def check_download(owner: str, download: object) -> bool:
     )
 
 
+def embedding_keys(prefix: str, in_keys: Sequence[NestedKey], stack_images: bool) -> list[str]:
+    """The default out_keys of a ResNet encoder: one embedding, or one per image."""
+    if stack_images or len(in_keys) == 1:
+        return [f"{prefix}_vec"]
+    return [f"{prefix}_vec_{i}" for i in range(len(in_keys))]
+
+
+def load_resnet_weights(
+    network: ResNetEncoder, url: str, dir_prefix: str | os.PathLike | None, owner: str
+) -> None:
+    """Download (once, into ``dir_prefix``) a published R3M/VIP checkpoint into ``network``."""
+    state = fetch_state_dict(url, dir_prefix, owner=owner)
+    network.load_torchvision_state_dict(convnet_state_dict(state), owner)
+
+
 class R3MTransform(EncoderTransform):
     """R3M Transform class.
 
@@ -87,12 +102,7 @@ class R3MTransform(EncoderTransform):
         owner = type(self).__name__
         download = check_download(owner, download)
         in_keys = list(in_keys) if in_keys else ["pixels"]
-        if not out_keys:
-            out_keys = (
-                ["r3m_vec"]
-                if stack_images or len(in_keys) == 1
-                else [f"r3m_vec_{i}" for i in range(len(in_keys))]
-            )
+        out_keys = out_keys or embedding_keys("r3m", in_keys, stack_images)
         network = ResNetEncoder(model_name, owner=owner)
         super().__init__(
             network,
@@ -110,6 +120,6 @@ class R3MTransform(EncoderTransform):
 
     def load_weights(self, dir_prefix: str | os.PathLike | None = None) -> None:
         """Download (once, into ``dir_prefix``) and load the published R3M weights."""
-        owner = type(self).__name__
-        state = fetch_state_dict(_R3M_WEIGHTS[self.model_name], dir_prefix, owner=owner)
-        self.network.load_torchvision_state_dict(convnet_state_dict(state), owner)
+        load_resnet_weights(
+            self.network, _R3M_WEIGHTS[self.model_name], dir_prefix, type(self).__name__
+        )

@@ -12,8 +12,7 @@ from rl_envs_core.extension import get_entry as read
 from rl_specs import Composite
 from rl_transforms._encoders._architectures import ResNetEncoder
 from rl_transforms._encoders._base import EncoderTransform
-from rl_transforms._encoders._r3m import check_download, convnet_state_dict
-from rl_transforms._encoders._weights import fetch_state_dict
+from rl_transforms._encoders._r3m import check_download, embedding_keys, load_resnet_weights
 
 _VIP_WEIGHTS = {"resnet50": "vip_50"}
 VIP_EMBEDDING = 1024
@@ -74,12 +73,7 @@ class VIPTransform(EncoderTransform):
         if model_name not in _VIP_WEIGHTS:
             raise ValueError(f"{owner} expected model_name='resnet50', got {model_name!r}.")
         in_keys = list(in_keys) if in_keys else ["pixels"]
-        if not out_keys:
-            out_keys = (
-                ["vip_vec"]
-                if stack_images or len(in_keys) == 1
-                else [f"vip_vec_{i}" for i in range(len(in_keys))]
-            )
+        out_keys = out_keys or embedding_keys("vip", in_keys, stack_images)
         network = ResNetEncoder(model_name, head=VIP_EMBEDDING, owner=owner)
         super().__init__(
             network,
@@ -96,9 +90,9 @@ class VIPTransform(EncoderTransform):
 
     def load_weights(self, dir_prefix: str | os.PathLike | None = None) -> None:
         """Download (once, into ``dir_prefix``) and load the published VIP weights."""
-        owner = type(self).__name__
-        state = fetch_state_dict(_VIP_WEIGHTS[self.model_name], dir_prefix, owner=owner)
-        self.network.load_torchvision_state_dict(convnet_state_dict(state), owner)
+        load_resnet_weights(
+            self.network, _VIP_WEIGHTS[self.model_name], dir_prefix, type(self).__name__
+        )
 
 
 class VIPRewardTransform(VIPTransform):
