@@ -260,4 +260,6 @@ def test_action_mask_transform_on_an_env_with_masked_actions():
     env.set_seed(0)
     data = env.rollout(50)
     assert (data["next", "position"] >= 0).all() and (data["next", "position"] <= 4).all()
-    assert not data["next", "truncated"].any()
+    # a lone "done" is read as termination, flanked by its "terminated" dual
+    assert env.done_keys == ["done", "terminated"]
+    assert torch.equal(data["next", "terminated"], data["next", "done"])

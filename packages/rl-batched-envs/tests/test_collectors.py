@@ -298,10 +298,16 @@ class TestSyncDataCollectorOptions:
         assert batch["collector", "traj_ids"][0].tolist() == [0, 0, 2, 2, 4]
 
     def test_set_truncated_marks_the_last_step(self):
+        env = CountingEnv(max_steps=100).add_truncated_keys()
+        collector = SyncDataCollector(env, None, frames_per_batch=3, set_truncated=True)
+        assert collector.next()["next", "truncated"].squeeze(-1).tolist() == [False, False, True]
+
+    def test_set_truncated_without_a_truncated_entry_raises(self):
         collector = SyncDataCollector(
             CountingEnv(max_steps=100), None, frames_per_batch=3, set_truncated=True
         )
-        assert collector.next()["next", "truncated"].squeeze(-1).tolist() == [False, False, True]
+        with pytest.raises(RuntimeError, match="needs a 'truncated' entry"):
+            collector.next()
 
     def test_set_seed_makes_collection_reproducible(self):
         def collect():

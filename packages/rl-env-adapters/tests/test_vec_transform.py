@@ -26,6 +26,7 @@ class SelfResettingEnv(EnvBase):
             obs["final_info"] = Composite(observation=Unbounded(shape=(2, 1)), shape=(2,))
         self.observation_spec = Composite(obs, shape=(2,))
         self.action_spec = Categorical(2, shape=(2, 1))
+        self.add_truncated_keys()
         self.t = torch.zeros(2, 1)
         self.limit = torch.tensor(LENGTHS, dtype=torch.float32).unsqueeze(-1)
 

@@ -39,7 +39,7 @@ class TestEnvBase:
         assert env.is_spec_locked
         assert not env.run_type_checks
         assert env.reward_spec.shape == torch.Size([1])
-        assert env.done_keys == ["done", "terminated", "truncated"]
+        assert env.done_keys == ["done", "terminated"]  # truncated only when declared
         assert env.action_keys == [] and env.state_keys == [] and env.observation_keys == []
 
     @pytest.mark.parametrize("batch_size", [3, [3], (3,), torch.Size([3])])
@@ -62,7 +62,7 @@ class TestEnvBase:
 
     def test_reset_returns_observations_and_done_flags(self):
         out = CountingEnv(batch_size=[2]).reset()
-        assert set(out.keys()) == {"observation", "done", "terminated", "truncated"}
+        assert set(out.keys()) == {"observation", "done", "terminated"}
         assert out.batch_size == torch.Size([2])
         assert not out["done"].any()
 
@@ -71,16 +71,12 @@ class TestEnvBase:
             def _reset(self, tensordict=None, **kwargs):
                 return super()._reset(tensordict).exclude("done", "terminated", "truncated")
 
-        out = NoDone().reset()
+        out = NoDone().add_truncated_keys().reset()
         assert {"done", "terminated", "truncated"} <= set(out.keys())
         assert not out["truncated"].any()
 
     def test_step_fills_missing_done_entries_with_false(self):
-        class NeverTruncates(CountingEnv):
-            def _step(self, tensordict):
-                return super()._step(tensordict).exclude("truncated")
-
-        env = NeverTruncates(max_steps=2)
+        env = CountingEnv(max_steps=2).add_truncated_keys()  # declared, never written
         data = env.rollout(5)
         assert data["next", "truncated"].shape == data["next", "done"].shape
         assert not data["next", "truncated"].any()
@@ -91,8 +87,7 @@ class TestEnvBase:
         data = env.rand_action(env.reset())
         out = env.step(data)
         assert out is data
-        assert set(out["next"].keys()) == {"observation", "reward", "done", "terminated",
-                                           "truncated"}
+        assert set(out["next"].keys()) == {"observation", "reward", "done", "terminated"}
         assert out["observation"].item() == 0.0 and out["next", "observation"].item() == 1.0
 
     def test_lone_done_output_is_flanked(self):
@@ -214,9 +209,9 @@ class TestEnvBase:
     def test_fake_tensordict_has_every_declared_entry(self):
         fake = CountingEnv(batch_size=[2]).fake_tensordict()
         assert set(fake.keys(True, True)) == {
-            "observation", "action", "done", "terminated", "truncated",
+            "observation", "action", "done", "terminated",
             ("next", "observation"), ("next", "reward"), ("next", "done"),
-            ("next", "terminated"), ("next", "truncated"),
+            ("next", "terminated"),
         }
         assert fake.batch_size == torch.Size([2])
 

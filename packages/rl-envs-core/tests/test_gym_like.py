@@ -49,6 +49,7 @@ class FakeWrapper(GymLikeEnv):
             obs["extra"] = Unbounded(shape=(), dtype=torch.int64)
         self.observation_spec = Composite(obs)
         self.action_spec = Bounded(low=-1.0, high=1.0, shape=(1,))
+        self.add_truncated_keys()  # the backend reports truncation: declare it
 
 
 def _policy(value):

@@ -71,8 +71,7 @@ class StatelessAddEnv(EnvBase):
         x = tensordict["x"] + 1
         done = x >= 3
         return TensorDict(
-            {"x": x, "reward": torch.ones_like(x), "done": done, "terminated": done.clone(),
-             "truncated": torch.zeros_like(done)},
+            {"x": x, "reward": torch.ones_like(x), "done": done, "terminated": done.clone()},
             batch_size=tensordict.batch_size,
         )
 
@@ -113,7 +112,7 @@ class TestPartialReset:
         data = env.rollout(2, break_when_any_done=False)[..., -1]["next"].clone()
         data["_reset"] = torch.tensor([[True], [False], [True], [True]])
         out = env.reset(data)
-        assert set(out.keys()) == {"terminated", "done", "observation", "truncated"}
+        assert set(out.keys()) == {"terminated", "done", "observation"}
         assert out.batch_size == torch.Size([4])
         assert out["observation"].squeeze(-1).tolist() == [0.0, 2.0, 0.0, 0.0]
         assert "_reset" not in data.keys()

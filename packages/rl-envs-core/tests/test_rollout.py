@@ -79,8 +79,7 @@ class TestRollout:
         data = CountingEnv(max_steps=100).rollout(5)
         assert torch.equal(data["observation"][1:], data["next", "observation"][:-1])
         assert "reward" not in data.keys()
-        assert set(data["next"].keys()) == {"observation", "reward", "done", "terminated",
-                                            "truncated"}
+        assert set(data["next"].keys()) == {"observation", "reward", "done", "terminated"}
 
     def test_break_when_any_done_is_default(self):
         data = CountingEnv(max_steps=3).rollout(10)
@@ -146,13 +145,13 @@ class TestRollout:
         assert data["observation"].squeeze(-1).tolist() == [[2.0], [0.0]]
 
     def test_set_truncated_marks_the_last_step(self):
-        data = CountingEnv(max_steps=10, batch_size=[2]).rollout(3, set_truncated=True)
+        env = CountingEnv(max_steps=10, batch_size=[2]).add_truncated_keys()
+        data = env.rollout(3, set_truncated=True)
         assert data["next", "truncated"][:, -1].all() and data["next", "done"][:, -1].all()
         assert not data["next", "truncated"][:, :-1].any()
 
     def test_set_truncated_without_truncated_key_raises(self):
-        env = CountingEnv()
-        env.full_done_spec = env.full_done_spec.exclude("truncated")
+        env = CountingEnv()  # declares done and terminated only
         with pytest.raises(RuntimeError, match="needs a 'truncated' entry"):
             env.rollout(3, set_truncated=True)
 

@@ -32,7 +32,7 @@ class TestSpecViews:
 
     def test_done_spec_is_composite_with_several_done_keys(self, env):
         assert isinstance(env.done_spec, Composite)
-        assert set(env.done_keys) == {"done", "terminated", "truncated"}
+        assert set(env.done_keys) == {"done", "terminated"}
 
     @pytest.mark.parametrize("role", ["observation", "state"])
     def test_observation_and_state_accessors_are_composites(self, env, role):

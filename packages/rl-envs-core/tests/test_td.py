@@ -180,7 +180,7 @@ class TestCompleteDone:
 
     @pytest.mark.parametrize("lazy", [False, True])
     def test_missing_dual_is_filled(self, lazy):
-        env = CountingEnv()
+        env = CountingEnv().add_truncated_keys()
         out = self._output(done=torch.tensor([True]))
         if lazy:
             out = LazyStackedTensorDict.lazy_stack([out], 0)[0]

@@ -26,6 +26,7 @@ class ContinuousEnv(EnvBase):
         self.observation_spec = Composite(obs, shape=self.batch_size)
         self.action_spec = Bounded(-1.0, 1.0, shape=(*shape, 2), dtype=dtype)
         self.reward_spec = Unbounded(shape=(*shape, 1))
+        self.add_truncated_keys()
         self.max_steps = max_steps
         self.dtype = dtype
         self.pixels = pixels
@@ -97,6 +98,7 @@ class MaskedEnv(EnvBase):
         )
         self.action_spec = OneHot(n, shape=(*shape, n))
         self.reward_spec = Unbounded(shape=(*shape, 1))
+        self.add_truncated_keys()
         self.count = 0
         self.cycle = cycle
         self.last_action = None
@@ -146,6 +148,7 @@ class SelfResettingEnv(EnvBase):
         self.observation_spec = Composite(obs)
         self.action_spec = Categorical(2, shape=(1,))
         self.reward_spec = Unbounded(shape=(1,))
+        self.add_truncated_keys()
         self.max_steps = max_steps
         self.with_lives = lives
         self.count = 0

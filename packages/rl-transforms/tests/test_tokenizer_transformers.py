@@ -34,6 +34,7 @@ class TextEnv(EnvBase):
         self.observation_spec = Composite(text=NonTensor(shape=()))
         self.action_spec = Categorical(2, shape=(1,))
         self.reward_spec = Unbounded(shape=(1,))
+        self.add_truncated_keys()
         self.count = 0
 
     def _out(self):

@@ -121,7 +121,7 @@ class EnvBase(nn.Module):
             full_done_spec=Composite(
                 **{
                     name: Categorical(2, shape=(*shape, 1), dtype=torch.bool)
-                    for name in ("done", "terminated", "truncated")
+                    for name in ("done", "terminated")
                 },
                 shape=shape,
             ),
@@ -408,7 +408,7 @@ class EnvBase(nn.Module):
         Examples:
             >>> from rl_envs_core.testing import CountingEnv
             >>> sorted(CountingEnv().reset().keys())
-            ['done', 'observation', 'terminated', 'truncated']
+            ['done', 'observation', 'terminated']
         """
         resets = (
             _partial.collect_resets(tensordict, self._key_cache()["reset_keys"])
@@ -518,6 +518,7 @@ class EnvBase(nn.Module):
             >>> data = env.rollout(4, break_when_any_done=False)
             >>> data["observation"].squeeze(-1), data["next", "done"].squeeze(-1)
             (tensor([0., 1., 0., 1.]), tensor([False,  True, False,  True]))
+            >>> env = env.add_truncated_keys()  # set_truncated needs a "truncated" entry
             >>> env.rollout(4, set_truncated=True)["next", "truncated"].squeeze(-1)
             tensor([False,  True])
         """

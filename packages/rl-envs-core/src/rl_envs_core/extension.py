@@ -27,7 +27,7 @@ Examples:
     >>> from rl_envs_core.testing import CountingEnv
     >>> env = CountingEnv()
     >>> key_layout(env)["done_keys"]
-    ['done', 'terminated', 'truncated']
+    ['done', 'terminated']
     >>> next_of(env, env.rand_action(env.reset()))["observation"]
     tensor([1.])
 """
@@ -119,7 +119,7 @@ def complete_done(
         >>> from tensordict import TensorDict
         >>> from rl_envs_core.testing import CountingEnv
         >>> td = TensorDict({"terminated": torch.tensor([True])}, [])
-        >>> complete_done(CountingEnv(), td, fill_zeros=True)
+        >>> complete_done(CountingEnv().add_truncated_keys(), td, fill_zeros=True)
         ['truncated']
         >>> td["done"]
         tensor([True])

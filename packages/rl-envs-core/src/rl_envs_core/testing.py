@@ -67,7 +67,6 @@ class CountingEnv(EnvBase):
                 "observation": self.count,
                 "done": done,
                 "terminated": done.clone(),
-                "truncated": torch.zeros_like(done),
             },
             batch_size=self.batch_size,
             device=self.device,

@@ -106,7 +106,9 @@ class SyncDataCollector(DataCollectorBase):
             to ``None``.
         max_frames_per_traj (int, optional): an env running this many steps is
             marked truncated (``("next", "truncated")`` and ``("next", "done")``
-            set) and reset. ``None`` or a value <= 0 means no limit. Defaults to ``None``.
+            set) and reset; an env without a ``"truncated"`` entry gets one
+            (``env.add_truncated_keys()``). ``None`` or a value <= 0 means no limit.
+            Defaults to ``None``.
         init_random_frames (int, optional): the first frames are collected with
             random actions, whatever the policy; rounded up to whole batches.
             Defaults to ``None``.
@@ -235,6 +237,8 @@ class SyncDataCollector(DataCollectorBase):
         self._reset_keys: set = set()
         self._step_count: torch.Tensor | None = None
         self._closed = False
+        if self.max_frames_per_traj is not None and "truncated" not in env.done_keys:
+            env.add_truncated_keys()  # the step limit is reported as a truncation
         self._done_key: NestedKey | None = "done" if "done" in env.done_keys else None
         self._truncated_key = "truncated" if "truncated" in env.done_keys else None
 

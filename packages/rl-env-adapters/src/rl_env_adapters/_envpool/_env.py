@@ -146,6 +146,7 @@ class MultiThreadedEnvWrapper(EnvBase):
             self.observation_spec = specs.observation
             self.action_spec = specs.action
             self.reward_spec = specs.reward
+            self.add_truncated_keys()  # EnvPool reports truncation apart from termination
 
     @classproperty
     def available_envs(cls) -> list[str]:

@@ -150,6 +150,7 @@ class GymWrapper(GymLikeEnv):
         else:
             self.action_spec = action_spec.expand(*batch, *action_spec.shape)
         self.reward_spec = Unbounded(shape=(*batch, 1), device=device, dtype=torch.float32)
+        self.add_truncated_keys()  # gymnasium reports truncation apart from termination
         ndim = len(batch)
         read = make_reader(obs_space, obs_spec if obs_is_dict else obs_spec[key], batch_dims=ndim)
         state = self.__dict__

@@ -176,7 +176,7 @@ class LLMHashingEnv(EnvBase):
             tokens = torch.zeros((*batch_size, 0), dtype=torch.int64, device=self.device)
         out = TensorDict({self.observation_key: tokens}, batch_size=batch_size)
         done = torch.zeros((*batch_size, 1), dtype=torch.bool, device=tokens.device)
-        out.update({"done": done, "terminated": done.clone(), "truncated": done.clone()})
+        out.update({"done": done, "terminated": done.clone()})
         return self._describe(tokens, out)
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
@@ -207,7 +207,6 @@ class LLMHashingEnv(EnvBase):
                 "reward": torch.zeros(done.shape, device=chain.device),
                 "done": done,
                 "terminated": done.clone(),
-                "truncated": done.clone(),
             },
             batch_size=tensordict.batch_size,
         )

@@ -64,7 +64,7 @@ class PendulumEnv(EnvBase):
         >>> env = PendulumEnv(seed=0)
         >>> td = env.reset()
         >>> print(sorted(td.keys()))
-        ['done', 'params', 'terminated', 'th', 'thdot', 'truncated']
+        ['done', 'params', 'terminated', 'th', 'thdot']
         >>> td = env.rand_step(td)
         >>> print(td["next", "reward"].shape, td["next", "th"].dtype)
         torch.Size([1]) torch.float32
@@ -216,9 +216,9 @@ class PendulumEnv(EnvBase):
         new_thdot.clamp_(neg_max_speed, max_speed)
         new_th = torch.addcmul(th, new_thdot, dt)
         reward = costs.neg_().unsqueeze_(-1)
-        # one allocation for the three (always False) flags
-        done, terminated, truncated = torch.zeros(
-            (3, *reward.shape), dtype=torch.bool, device=reward.device
+        # one allocation for the two (always False) flags
+        done, terminated = torch.zeros(
+            (2, *reward.shape), dtype=torch.bool, device=reward.device
         ).unbind(0)
         return new_unchecked(
             {
@@ -228,7 +228,6 @@ class PendulumEnv(EnvBase):
                 "reward": reward,
                 "done": done,
                 "terminated": terminated,
-                "truncated": truncated,
             },
             batch_size=tensordict.batch_size,
             # every entry is computed from (or is) an entry of tensordict: its device
