@@ -207,14 +207,19 @@ class TestRollout:
         assert isinstance(data, LazyStackedTensorDict)
         assert data.batch_size == torch.Size([5])
         assert sorted(data.keys()) == ["action", "done", "next", "observation", "terminated",
-                                       "truncated"]
+                                       "truncated"]  # the example declares truncated
         assert [td["next", "observation"].shape[1] for td in data.tensordicts] == [2, 3, 4, 5, 6]
 
     def test_check_env_specs_passes_with_dynamic_specs(self):
         check_env_specs(EnvWithDynamicSpec())
 
-    def test_dynamic_specs_are_detected(self):
-        assert isinstance(EnvWithDynamicSpec().rollout(3), LazyStackedTensorDict)
+    def test_return_contiguous_none_picks_lazy_for_dynamic_specs(self):
+        data = EnvWithDynamicSpec().rollout(3, return_contiguous=None)
+        assert isinstance(data, LazyStackedTensorDict)
+
+    def test_contiguous_rollout_of_dynamic_specs_raises(self):
+        with pytest.raises(RuntimeError, match=r"specs are dynamic.*return_contiguous=False"):
+            EnvWithDynamicSpec().rollout(3)
 
 
 class TestStepAndMaybeReset:

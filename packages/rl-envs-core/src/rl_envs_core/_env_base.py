@@ -494,7 +494,9 @@ class EnvBase(nn.Module):
             break_when_all_done (bool, optional): keep stepping the envs that are not
                 done (partial steps) until all are. Defaults to ``False``.
             return_contiguous (bool, optional): stack into one contiguous tensordict;
-                ``False`` (or dynamic specs) gives a lazy stack. Defaults to ``True``.
+                ``False`` gives a lazy stack; ``None`` picks lazy when a spec has a
+                dynamic (-1) dim. Defaults to ``True``: the steps of an env with
+                dynamic specs then raise ``RuntimeError`` when their shapes differ.
                 Contiguous results are stacked by chunks of steps as the rollout runs,
                 so a step's tensors must not be edited in place after the next
                 few dozen steps.

@@ -117,6 +117,13 @@ def _stack(env: EnvBase, steps: RolloutSteps, out: TensorDictBase | None) -> Ten
     try:
         result = steps.stack()
     except RuntimeError as err:
+        if env._key_cache()["dynamic"]:
+            raise RuntimeError(
+                f"rollout() could not stack the steps into one contiguous tensordict: "
+                f"the environment specs are dynamic (a dim declared -1), so shapes vary "
+                f"between steps ({err}). Call rollout(..., return_contiguous=False) for "
+                f"a lazy stack, or return_contiguous=None to pick it from the specs."
+            ) from err
         raise RuntimeError(
             f"rollout() could not stack the steps into one contiguous tensordict "
             f"({err}). Keys or shapes vary between steps: start from a tensordict "
@@ -175,7 +182,9 @@ def rollout(
         act = policy
     flags = cache["done_flags"]
     # stacked by chunks as they come (see _stack.py): fewer objects kept alive
-    steps = RolloutSteps(lazy=return_contiguous is False or cache["dynamic"])
+    if return_contiguous is None:  # contiguous unless a spec has a dynamic (-1) dim
+        return_contiguous = not cache["dynamic"]
+    steps = RolloutSteps(lazy=not return_contiguous)
     finished = None
     for i in range(max_steps):
         td = _apply_policy(act, td)

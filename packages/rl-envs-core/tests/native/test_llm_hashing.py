@@ -39,10 +39,10 @@ class TestLLMHashingEnv(EnvContract):
     def make_env(self):
         return LLMHashingEnv(tokenizer=CharTokenizer())
 
-    # The chains grow by one token per step (a -1 dim in the spec), so rollouts are
-    # stacked lazily: the two contract checks below compare them step by step.
+    # The chains grow by one token per step (a -1 dim in the spec), so rollouts ask for
+    # a lazy stack: the two contract checks below compare them step by step.
     def test_rollout_has_time_dim(self):
-        data = self.make_env().rollout(4)
+        data = self.make_env().rollout(4, return_contiguous=False)
         assert data.names[-1] == "time" and data.batch_size == torch.Size([4])
         for t in range(3):
             assert torch.equal(data[t + 1]["observation"], data[t]["next", "observation"])
@@ -54,7 +54,7 @@ class TestLLMHashingEnv(EnvContract):
             env = self.make_env()
             torch.manual_seed(0)
             env.set_seed(0)
-            runs.append(env.rollout(4))
+            runs.append(env.rollout(4, return_contiguous=False))
         for first, second in zip(runs[0].unbind(0), runs[1].unbind(0)):
             assert torch.equal(first["next", "observation"], second["next", "observation"])
             assert torch.equal(first["next", "hashing"], second["next", "hashing"])
