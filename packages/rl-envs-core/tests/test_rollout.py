@@ -213,13 +213,14 @@ class TestRollout:
     def test_check_env_specs_passes_with_dynamic_specs(self):
         check_env_specs(EnvWithDynamicSpec())
 
-    def test_return_contiguous_none_picks_lazy_for_dynamic_specs(self):
-        data = EnvWithDynamicSpec().rollout(3, return_contiguous=None)
-        assert isinstance(data, LazyStackedTensorDict)
+    def test_default_picks_a_lazy_stack_for_dynamic_specs(self):
+        assert isinstance(EnvWithDynamicSpec().rollout(3), LazyStackedTensorDict)
+        data = CountingEnv(max_steps=10).rollout(3)
+        assert not isinstance(data, LazyStackedTensorDict)  # static specs: contiguous
 
     def test_contiguous_rollout_of_dynamic_specs_raises(self):
         with pytest.raises(RuntimeError, match=r"specs are dynamic.*return_contiguous=False"):
-            EnvWithDynamicSpec().rollout(3)
+            EnvWithDynamicSpec().rollout(3, return_contiguous=True)
 
 
 class TestStepAndMaybeReset:

@@ -472,7 +472,7 @@ class EnvBase(nn.Module):
         auto_cast_to_device: bool = False,
         break_when_any_done: bool | None = None,
         break_when_all_done: bool | None = None,
-        return_contiguous: bool | None = True,
+        return_contiguous: bool | None = None,
         tensordict: TensorDictBase | None = None,
         set_truncated: bool = False,
         out: TensorDictBase | None = None,
@@ -494,9 +494,9 @@ class EnvBase(nn.Module):
             break_when_all_done (bool, optional): keep stepping the envs that are not
                 done (partial steps) until all are. Defaults to ``False``.
             return_contiguous (bool, optional): stack into one contiguous tensordict;
-                ``False`` gives a lazy stack; ``None`` picks lazy when a spec has a
-                dynamic (-1) dim. Defaults to ``True``: the steps of an env with
-                dynamic specs then raise ``RuntimeError`` when their shapes differ.
+                ``False`` gives a lazy stack. Defaults to ``None``: contiguous unless
+                a spec has a dynamic (-1) dim. ``True`` on an env with dynamic specs
+                raises ``RuntimeError`` when the shapes differ between steps.
                 Contiguous results are stacked by chunks of steps as the rollout runs,
                 so a step's tensors must not be edited in place after the next
                 few dozen steps.

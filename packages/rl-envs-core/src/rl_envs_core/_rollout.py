@@ -147,7 +147,7 @@ def rollout(
     auto_cast_to_device: bool = False,
     break_when_any_done: bool | None = None,
     break_when_all_done: bool | None = None,
-    return_contiguous: bool | None = True,
+    return_contiguous: bool | None = None,
     tensordict: TensorDictBase | None = None,
     set_truncated: bool = False,
     out: TensorDictBase | None = None,
