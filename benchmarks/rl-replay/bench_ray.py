@@ -5,8 +5,9 @@ Questions answered:
 * ``RayReplayBuffer.extend`` of 1000 TED transitions and ``sample(256)``: transitions/s
   of ours (``rl_stack``), of the local ``ReplayBuffer`` on the same storage (``floor``:
   what the actor itself does) and of TorchRL 0.14's ``RayReplayBuffer`` (``torchrl``).
-  Ours is also timed with ``write_behind=8`` / ``prefetch=4`` (writes and samples kept in
-  flight instead of one round trip per call).
+  Ours is also timed with ``write_behind=32`` (writes staged in the client, each shard
+  gets them in one call and writes them with one local ``extend``) and ``prefetch=8``
+  (eight batches per call, drawn ahead): one round trip for many calls.
 * ``RayCollector``, 2 collectors of 4 CartPoles (``SerialEnv``), 200 frames per
   collector and batch: frames/s, against ``MultiSyncDataCollector`` with the same layout
   (``floor``).
@@ -146,9 +147,9 @@ WORKLOADS = [
         unit="transitions",
     ),
     Workload(
-        f"RayReplayBuffer(write_behind=8).extend({CHUNK}) TED",
+        f"RayReplayBuffer(write_behind=32).extend({CHUNK}) TED",
         setups={
-            "rl_stack": _extend(functools.partial(_ours, write_behind=8)),
+            "rl_stack": _extend(functools.partial(_ours, write_behind=32)),
             "floor": _extend(_local),
         },
         items=CHUNK,
@@ -161,9 +162,9 @@ WORKLOADS = [
         unit="transitions",
     ),
     Workload(
-        f"RayReplayBuffer(prefetch=4).sample({BATCH}) TED",
+        f"RayReplayBuffer(prefetch=8).sample({BATCH}) TED",
         setups={
-            "rl_stack": _sample(functools.partial(_ours, prefetch=4)),
+            "rl_stack": _sample(functools.partial(_ours, prefetch=8)),
             "floor": _sample(_local),
         },
         items=BATCH,

@@ -24,7 +24,9 @@ from rl_replay._ray_batching import PendingWrite, WriteStage
 from rl_replay._ray_faults import ShardFaults
 from rl_replay._ray_shard import remote_shard_class
 from rl_replay._ray_sharding import check_int, check_layout, merge_parts, shard_counts
-from rl_replay._ray_transport import pack, snapshot, unpack
+from rl_replay._ray_transport import as_args, pack, snapshot, unpack
+
+_BATCHES_PER_CALL = 8  # prefetched batches one call brings (more: one slow reply)
 
 __all__ = ["PendingWrite", "RayReplayBuffer"]
 
@@ -320,8 +322,9 @@ class RayReplayBuffer(ShardFaults):
         shard = next(self._next_shard)
         if self._stage is not None:
             return self._stage.add(shard, snapshot(pack(data)))
-        ref = self._actor(shard).extend.options(concurrency_group="write").remote(pack(data))
-        index, meta = self._get(ref, shard)
+        head, chunks = as_args(pack(data))  # small arguments travel within the call
+        ref = self._actor(shard).extend_args.options(concurrency_group="write")
+        index, meta = self._get(ref.remote(head, *chunks), shard)
         self._set_meta(shard, meta)
         return self._global_index(unpack(index), shard)
 
@@ -391,7 +394,9 @@ class RayReplayBuffer(ShardFaults):
             return self._draw(batch_size)
         self._ready_size = batch_size
         # a sharded sample under a rate limiter cannot take whatever each shard allows
-        per_call = self._prefetch if self._num_shards == 1 or not self._rate_limited else 1
+        per_call = min(self._prefetch, _BATCHES_PER_CALL)
+        if self._num_shards > 1 and self._rate_limited:
+            per_call = 1
         if not self._ready:
             job, fresh = self._sample_job, self._sample_job is None
             self._sample_job = None
@@ -423,20 +428,20 @@ class RayReplayBuffer(ShardFaults):
             per_batch = [shard_counts(batch_size, masses, self._unit) for _ in range(batches)]
             counts = [list(column) for column in zip(*per_batch, strict=True)]
         partial = self._num_shards == 1  # one shard may hand out fewer batches than asked
-        refs = [
-            (shard, self._actor(shard).sample_many.options(concurrency_group="read").remote(
-                counts[shard], True, partial
-            ))
-            for shard in range(self._num_shards)
-            if any(counts[shard])
-        ]  # fmt: skip
+        refs = []
+        for shard in range(self._num_shards):
+            wanted = sum(1 for size in counts[shard] if size)
+            if wanted:
+                options = {"concurrency_group": "read", "num_returns": 1 + wanted}
+                method = self._actor(shard).sample_many.options(**options)
+                refs.append((shard, method.remote(counts[shard], True, partial)))
         return counts, refs
 
     def _collect_samples(self, job: tuple[list[list[int]], list]) -> list[tuple[Any, Any]]:
         counts, refs = job
         got: dict[int, dict[int, tuple[Any, Any]]] = {}
         for shard, ref in refs:
-            datas, infos, meta = self._get(ref, shard)
+            (infos, meta), *datas = self._get(ref, shard)
             self._set_meta(shard, meta)
             where = [b for b, n in enumerate(counts[shard]) if n]
             got[shard] = {}

@@ -22,7 +22,7 @@ from tensordict import is_tensor_collection
 
 from rl_replay._buffer import ReplayBuffer
 from rl_replay._rate_limiters import RateLimiter, RateLimitTimeoutError
-from rl_replay._ray_transport import count, join, pack, split_index, unpack
+from rl_replay._ray_transport import count, from_args, join, pack, split_index, unpack
 from rl_replay.checkpointers._files import read_json, write_json
 from rl_replay.samplers import PrioritizedSampler
 from rl_replay.storages import ListStorage
@@ -196,6 +196,10 @@ class BufferShard:
         self._maybe_checkpoint()
         return pack(index), self.meta()
 
+    def extend_args(self, head: Any, *chunks: Any) -> tuple[Any, tuple]:
+        """:meth:`extend` of a batch sent as inline arguments (``_ray_transport.as_args``)."""
+        return self.extend(from_args(head, chunks))
+
     def extend_many(self, items: list[Any], timeout: Any = "default") -> tuple[list[Any], tuple]:
         """A client's staged writes in one call, in order; the positions of each.
 
@@ -265,18 +269,17 @@ class BufferShard:
         info = {key: pack(value) for key, value in info.items()} if return_info else None
         return pack(data), info, self.meta()
 
-    def sample_many(
-        self, counts: list[int], return_info: bool, partial: bool = False
-    ) -> tuple[list[Any], list[Any], tuple]:
-        """Several samples in one call: the packed batches and their infos.
+    def sample_many(self, counts: list[int], return_info: bool, partial: bool = False) -> tuple:
+        """Several samples in one call: ``((infos, meta), batch, batch, ...)``.
 
-        Zero counts are skipped. With ``partial``, only the first sample waits for the
-        rate limiter: the call returns the samples the limiter allows at once.
+        One packed batch per non-zero count, each its own return value (a Ray call
+        made with ``num_returns=1 + batches``), so each is sent inline when small.
+        With ``partial``, only the first sample waits for the rate limiter: the
+        batches the limiter does not allow at once are ``None``.
         """
         datas, infos = [], []
-        for size in counts:
-            if not size:
-                continue
+        wanted = [size for size in counts if size]
+        for size in wanted:
             try:
                 data, info, _ = self.sample(
                     size, return_info, 0 if datas and partial else "default"
@@ -287,7 +290,7 @@ class BufferShard:
                 break
             datas.append(data)
             infos.append(info)
-        return datas, infos, self.meta()
+        return ((infos, self.meta()), *datas, *[None] * (len(wanted) - len(datas)))
 
     def getitem(self, index: Any) -> Any:
         return pack(self.rb[unpack(index)])

@@ -20,9 +20,22 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-__all__ = ["CHUNK", "count", "join", "pack", "snapshot", "split_index", "unpack"]
+__all__ = [
+    "CHUNK",
+    "INLINE",
+    "as_args",
+    "count",
+    "from_args",
+    "join",
+    "pack",
+    "snapshot",
+    "split_index",
+    "unpack",
+]
 
-CHUNK = 512 * 1024  # bytes of one buffer handed to Ray
+CHUNK = 512 * 1024  # bytes of one buffer handed to Ray's object store
+INLINE = 90_000  # bytes of one call argument Ray sends within the call (its limit: 100 kB)
+INLINE_TOTAL = 1 << 20  # bytes of data sent as inline arguments at most
 
 
 def _to_numpy(tensor: torch.Tensor) -> Any:  # Any: an ndarray or the tensor itself
@@ -79,7 +92,7 @@ def _chunked(blob: np.ndarray) -> Any:  # Any: the array, or a list of views of 
 def _whole(blob: Any, copy: bool) -> np.ndarray:
     """One writable array of a packed blob (one copy unless it is already the caller's)."""
     if isinstance(blob, list):
-        return np.concatenate(blob)
+        return np.concatenate(blob) if blob else np.zeros(0, dtype=np.uint8)
     return blob.copy() if copy or not blob.flags.writeable else blob
 
 
@@ -98,6 +111,30 @@ def unpack(data: Any, *, copy: bool = False) -> Any:  # Any: what pack returned
     if isinstance(data, tuple) and len(data) == 2 and data[0] == "__tensor__":
         return _to_tensor(data[1], copy)
     return data
+
+
+def as_args(packed: Any) -> tuple[Any, list[np.ndarray]]:
+    """``(head, chunks)``: a packed tensordict's buffer cut into arguments Ray sends inline.
+
+    Ray sends a call argument under 100 kB inside the call itself; a bigger one goes
+    through the object store, at about a millisecond more. A tensordict up to
+    ``INLINE_TOTAL`` bytes travels as several small arguments (views, no copy);
+    :func:`from_args` puts them back together. Anything else: ``(packed, [])``.
+    """
+    if not (isinstance(packed, tuple) and packed and packed[0] == "__td__"):
+        return packed, []
+    blobs = packed[2] if isinstance(packed[2], list) else [packed[2]]
+    if sum(blob.size for blob in blobs) > INLINE_TOTAL:
+        return packed, []
+    chunks = [blob[i : i + INLINE] for blob in blobs for i in range(0, blob.size, INLINE)]
+    return ("__td__", packed[1], None, packed[3], packed[4]), chunks
+
+
+def from_args(head: Any, chunks: tuple[np.ndarray, ...] | list[np.ndarray]) -> Any:
+    """Undo :func:`as_args`."""
+    if head[0] != "__td__" or head[2] is not None:
+        return head
+    return ("__td__", head[1], list(chunks), head[3], head[4])
 
 
 def snapshot(packed: Any) -> Any:  # Any: what pack returned
