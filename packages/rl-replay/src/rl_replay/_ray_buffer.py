@@ -3,8 +3,9 @@
 The client in the driver holds one actor handle per shard (each actor is a
 ``_ray_shard.BufferShard``). Writes go to the shards in turn; a sample is split
 across shards in proportion to their size (or total priority) and the parts are
-drawn in parallel. Ray is imported when a buffer is built, never by ``import
-rl_replay``.
+drawn in parallel. ``write_behind`` stages writes in the client (``_ray_batching``),
+``prefetch`` brings several batches per call; replies from dead shards are handled by
+``_ray_faults``. Ray is imported when a buffer is built, never by ``import rl_replay``.
 """
 
 from __future__ import annotations
@@ -55,9 +56,11 @@ class RayReplayBuffer(ShardFaults):
             forever. Defaults to ``60.0``.
         num_shards (int, optional): buffer actors. Defaults to ``1``.
         prefetch (int, optional): batches drawn ahead of the call (as for the local
-            buffer): one request brings ``prefetch`` batches, and the next request
-            is sent as the first of them is handed out. Prefetched batches were
-            drawn before this client's later writes. Defaults to ``None``.
+            buffer): one request brings ``prefetch`` batches (at most 8, each its own
+            reply), and the next request is sent as the first of them is handed out.
+            Prefetched batches were drawn before this client's later writes; under a
+            rate limiter a request brings what the limiter allows at once (at least
+            one batch). Defaults to ``None``.
         write_behind (int, optional): writes staged in this client and shipped
             together: ``extend`` copies its data, returns a :class:`PendingWrite`
             at once, and every ``write_behind`` staged writes (or after
