@@ -127,8 +127,8 @@ class WriteStage:
                 self._ship(batch.shard, block=True)
             if self._inflight.get(batch.shard) is batch:
                 self._finish(self._inflight.pop(batch.shard))
-                if batch.error is not None and self._deferred and self._deferred[-1] is batch.error:
-                    self._deferred.pop()  # result() raises it: not again at the next call
+            # result() raises the batch's error: not again at the next call
+            self._deferred = [err for err in self._deferred if err is not batch.error]
 
     def raise_deferred(self) -> None:
         """Raise (once) the first error a shipped write got."""
@@ -187,8 +187,8 @@ class WriteStage:
         if not any(note.startswith("RayReplayBuffer") for note in getattr(err, "__notes__", [])):
             err.add_note(
                 f"RayReplayBuffer(write_behind=...): raised by {len(batch.items)} write(s) "
-                f"staged for shard {batch.shard} before this call; this call's own data was "
-                "staged (or read) normally."
+                f"staged earlier for shard {batch.shard}; the call that reports it did not "
+                "run (call it again)."
             )
         batch.error = err
         self._deferred.append(err)
