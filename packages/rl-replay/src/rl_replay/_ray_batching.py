@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from rl_replay._ray_backend import ReplayActorDiedError
@@ -80,12 +81,12 @@ class WriteStage:
 
     def __init__(
         self,
-        send: Any,
-        receive: Any,
+        send: Callable[[int, list[Any]], Any],  # Any: packed writes -> a Ray reference
+        receive: Callable[[int, Any], list[Any]],  # Any: a Ray reference -> the indices
         *,
         limit: int,
         interval: float | None,
-        on_lost: Any,
+        on_lost: Callable[[int, int], None],
     ) -> None:
         self._send, self._receive, self._on_lost = send, receive, on_lost
         self.limit, self.interval = limit, interval
@@ -222,7 +223,7 @@ def _ready(ref: Any) -> bool:
     return bool(done)
 
 
-def _flusher(stage_ref: Any, stop: threading.Event, interval: float) -> None:
+def _flusher(stage_ref: weakref.ref, stop: threading.Event, interval: float) -> None:
     while not stop.wait(interval / 2):
         stage = stage_ref()
         if stage is None:
