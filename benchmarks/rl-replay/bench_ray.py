@@ -5,8 +5,9 @@ Questions answered:
 * ``RayReplayBuffer.extend`` of 1000 TED transitions and ``sample(256)``: transitions/s
   of ours (``rl_stack``), of the local ``ReplayBuffer`` on the same storage (``floor``:
   what the actor itself does) and of TorchRL 0.14's ``RayReplayBuffer`` (``torchrl``).
-  Ours is also timed with ``write_behind=8`` / ``prefetch=4`` (writes and samples kept in
-  flight instead of one round trip per call).
+  Ours is also timed with ``write_behind=32`` (writes staged in the client, each shard
+  gets them in one call and writes them with one local ``extend``) and ``prefetch=8``
+  (eight batches per call, drawn ahead): one round trip for many calls.
 * ``RayCollector``, 2 collectors of 4 CartPoles (``SerialEnv``), 200 frames per
   collector and batch: frames/s, against ``MultiSyncDataCollector`` with the same layout
   (``floor``).
@@ -146,9 +147,9 @@ WORKLOADS = [
         unit="transitions",
     ),
     Workload(
-        f"RayReplayBuffer(write_behind=8).extend({CHUNK}) TED",
+        f"RayReplayBuffer(write_behind=32).extend({CHUNK}) TED",
         setups={
-            "rl_stack": _extend(functools.partial(_ours, write_behind=8)),
+            "rl_stack": _extend(functools.partial(_ours, write_behind=32)),
             "floor": _extend(_local),
         },
         items=CHUNK,
@@ -161,9 +162,9 @@ WORKLOADS = [
         unit="transitions",
     ),
     Workload(
-        f"RayReplayBuffer(prefetch=4).sample({BATCH}) TED",
+        f"RayReplayBuffer(prefetch=8).sample({BATCH}) TED",
         setups={
-            "rl_stack": _sample(functools.partial(_ours, prefetch=4)),
+            "rl_stack": _sample(functools.partial(_ours, prefetch=8)),
             "floor": _sample(_local),
         },
         items=BATCH,
@@ -178,19 +179,27 @@ WORKLOADS = [
 ]
 
 # ------------------------------------------------------------------ scaling simulation
-# Per-call costs (seconds) measured on the 2-core machine of issue 20's closing note (load
-# average ~12 from other jobs): the round trip of an empty actor call (1.0 ms), the
-# driver's part of a call (packing + ray.put of 1000 TED transitions: 1.0 ms; unpacking a
-# sample: 0.4 ms) and the actor's part (receiving, unpacking, the local buffer's work and
-# the reply: 3.5 ms for extend(1000), 0.5 ms for sample(256)). Sum per synchronous call:
-# 5.5 ms (extend, measured 5.5) and 1.9 ms (sample, measured 1.9).
+# Per-call costs (seconds) measured on the 2-core machine of issue 20 (load average ~11
+# from other jobs; medians of two runs): the round trip of an empty actor call (0.75 ms);
+# a synchronous extend(1000) of TED transitions, sent as inline arguments: the driver's
+# part (packing, sending: 0.47 ms) and the actor's (receiving, the local buffer's work,
+# the reply: 0.88 ms); a flush of 32 staged extends (write_behind=32): 12.5 ms in the
+# driver (32 packings, the object store) and 7.0 ms in the actor (joining, one local
+# extend of 32,000); a sample(256): 0.05 ms in the driver, 0.72 ms in the actor; a
+# prefetch call of 8 samples: 0.29 ms and 3.9 ms. Each sum with the round trip is the
+# time a synchronous call was measured to take.
 COSTS = {
-    "round_trip": float(os.environ.get("BENCH_RAY_RTT", "0.0010")),
-    "extend_client": float(os.environ.get("BENCH_RAY_EXTEND_CLIENT", "0.0010")),
-    "extend_actor": float(os.environ.get("BENCH_RAY_EXTEND_ACTOR", "0.0035")),
-    "sample_client": float(os.environ.get("BENCH_RAY_SAMPLE_CLIENT", "0.0004")),
-    "sample_actor": float(os.environ.get("BENCH_RAY_SAMPLE_ACTOR", "0.0005")),
+    "round_trip": float(os.environ.get("BENCH_RAY_RTT", "0.00075")),
+    "extend_client": float(os.environ.get("BENCH_RAY_EXTEND_CLIENT", "0.00047")),
+    "extend_actor": float(os.environ.get("BENCH_RAY_EXTEND_ACTOR", "0.00088")),
+    "flush_client": float(os.environ.get("BENCH_RAY_FLUSH_CLIENT", "0.0125")),
+    "flush_actor": float(os.environ.get("BENCH_RAY_FLUSH_ACTOR", "0.0070")),
+    "sample_client": float(os.environ.get("BENCH_RAY_SAMPLE_CLIENT", "0.00005")),
+    "sample_actor": float(os.environ.get("BENCH_RAY_SAMPLE_ACTOR", "0.00072")),
+    "prefetch_client": float(os.environ.get("BENCH_RAY_PREFETCH_CLIENT", "0.00029")),
+    "prefetch_actor": float(os.environ.get("BENCH_RAY_PREFETCH_ACTOR", "0.0039")),
 }
+ITEMS_PER_CALL = {"extend": CHUNK, "flush": 32 * CHUNK, "sample": BATCH, "prefetch": 8 * BATCH}
 
 
 def simulate(clients: int, shards: int, in_flight: int, op: str, calls: int = 4000) -> float:
@@ -232,14 +241,17 @@ def simulate(clients: int, shards: int, in_flight: int, op: str, calls: int = 40
 def print_simulation() -> None:
     print("| op | clients | shards | in flight | calls/s | items/s |")
     print("| --- | --- | --- | --- | --- | --- |")
-    for op, items in (("extend", CHUNK), ("sample", BATCH)):
-        for clients, shards, in_flight in (
-            (1, 1, 1), (1, 1, 8), (1, 2, 8), (4, 1, 1), (4, 2, 1), (4, 4, 1), (8, 4, 2), (8, 8, 2),
-        ):  # fmt: skip
+    layouts = {
+        "extend": ((1, 1, 1), (4, 1, 1), (4, 2, 1), (4, 4, 1), (8, 8, 2)),
+        "flush": ((1, 1, 2), (1, 2, 2), (4, 1, 2), (4, 4, 2), (8, 8, 2)),
+        "sample": ((1, 1, 1), (4, 4, 1), (8, 8, 2)),
+        "prefetch": ((1, 1, 1), (1, 1, 2), (4, 4, 1), (8, 8, 2)),
+    }
+    for op, rows in layouts.items():
+        for clients, shards, in_flight in rows:
             rate = simulate(clients, shards, in_flight, op)
-            print(
-                f"| {op} | {clients} | {shards} | {in_flight} | {rate:,.0f} | {rate * items:,.0f} |"
-            )
+            items = rate * ITEMS_PER_CALL[op]
+            print(f"| {op} | {clients} | {shards} | {in_flight} | {rate:,.0f} | {items:,.0f} |")
 
 
 if __name__ == "__main__":

@@ -271,6 +271,86 @@ class TestRateLimits:
             rb.sample(3)
 
 
+class TestBatching:
+    """write_behind stages writes in the client; prefetch brings several batches per call."""
+
+    def test_staged_writes_are_read_by_their_writer_in_order(self, buffers):
+        rb = buffers(storage=LazyTensorStorage(100), write_behind=100, flush_interval=None,
+                     rate_limiter=Queue(100))  # fmt: skip
+        other = pickle.loads(pickle.dumps(rb))  # another client of the same shard
+        pending = [rb.extend(torch.arange(i * 3, i * 3 + 3)) for i in range(5)]
+        assert not any(p.done() for p in pending)  # staged: nothing sent yet
+        assert len(other) == 0
+        assert len(rb) == 15  # the writer's own read ships and waits first
+        assert [p.result().tolist() for p in pending] == [
+            list(range(i * 3, i * 3 + 3)) for i in range(5)
+        ]
+        assert rb.sample(15).tolist() == list(range(15))  # the FIFO order of the writes
+        assert len(other) == 15
+
+    def test_a_closing_client_ships_its_writes_and_a_timer_ships_them_anyway(self, buffers):
+        rb = buffers(storage=LazyTensorStorage(100), write_behind=100, flush_interval=None)
+        writer = pickle.loads(pickle.dumps(rb))  # as a collector actor holds it
+        writer.extend(torch.arange(3))
+        assert len(rb) == 0
+        writer.shutdown()  # ships before letting go (and leaves the actors alive)
+        assert len(rb) == 3
+        timed = buffers(storage=LazyTensorStorage(100), write_behind=100, flush_interval=0.05)
+        reader = pickle.loads(pickle.dumps(timed))
+        timed.extend(torch.arange(4))
+        deadline = time.monotonic() + 10
+        while len(reader) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(reader) == 4
+
+    def test_an_error_of_a_staged_write_is_raised_by_the_next_call(self, buffers):
+        rb = buffers(storage=LazyTensorStorage(100), write_behind=2, flush_interval=None)
+        rb.extend(_td(0, 3))
+        bad = rb.extend(TensorDict({"b": torch.zeros(3)}, [3]))  # 2 staged: shipped
+        rb.extend(_td(3, 5))
+        with pytest.raises(KeyError) as info:
+            len(rb)
+        assert any("staged" in note for note in info.value.__notes__)
+        with pytest.raises(KeyError):
+            bad.result()
+        assert len(rb) == 5  # raised once; the other writes are stored
+
+    def test_a_rate_limited_staged_write_times_out(self, buffers):
+        limiter = SampleToInsertRatio(samples_per_insert=2.0, min_size_to_sample=4, error_buffer=8)
+        rb = buffers(storage=LazyTensorStorage(100), rate_limiter=limiter, timeout=0.2,
+                     write_behind=1)  # fmt: skip
+        assert rb.extend(torch.arange(8)).result().tolist() == list(range(8))
+        refused = rb.extend(torch.arange(1))
+        start = time.monotonic()
+        with pytest.raises(RateLimitTimeoutError, match="Sample more"):
+            refused.result()
+        assert time.monotonic() - start < 5.0
+        assert len(rb) == 8
+
+    def test_a_dead_shard_counts_the_staged_writes_as_lost(self, buffers):
+        rb = buffers(storage=LazyTensorStorage(10), write_behind=100, flush_interval=None)
+        rb.extend(torch.arange(3))
+        assert len(rb) == 3
+        rb.extend(torch.arange(2))  # staged when the shard dies
+        _kill(rb)
+        with pytest.raises(ReplayActorDiedError) as info:
+            len(rb)
+        assert info.value.lost_inserts == 5
+
+    def test_prefetch_brings_several_batches_per_call(self, buffers):
+        rb = buffers(storage=LazyTensorStorage(20), batch_size=2, rate_limiter=Queue(20),
+                     timeout=0.3, prefetch=4)  # fmt: skip
+        rb.extend(torch.arange(10))
+        first = rb.sample().tolist()
+        assert rb.stats()["shards"][0]["queue_size"] <= 2  # 4 batches came in one call
+        rest = [rb.sample().tolist() for _ in range(4)]  # the last call got only 1 of 4
+        assert [first, *rest] == [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9]]
+        start = time.monotonic()
+        with pytest.raises(RateLimitTimeoutError):
+            rb.sample()
+        assert time.monotonic() - start < 5.0
+
+
 class TestShards:
     def test_writes_are_routed_in_turn(self, rb2):
         indices = [rb2.extend(torch.arange(2)).tolist() for _ in range(3)]

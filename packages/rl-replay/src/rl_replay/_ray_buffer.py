@@ -3,14 +3,14 @@
 The client in the driver holds one actor handle per shard (each actor is a
 ``_ray_shard.BufferShard``). Writes go to the shards in turn; a sample is split
 across shards in proportion to their size (or total priority) and the parts are
-drawn in parallel. Ray is imported when a buffer is built, never by ``import
-rl_replay``.
+drawn in parallel. ``write_behind`` stages writes in the client (``_ray_batching``),
+``prefetch`` brings several batches per call; replies from dead shards are handled by
+``_ray_faults``. Ray is imported when a buffer is built, never by ``import rl_replay``.
 """
 
 from __future__ import annotations
 
 import itertools
-import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -19,28 +19,20 @@ from typing import Any
 import torch
 from tensordict import is_tensor_collection
 
-from rl_replay._rate_limiters import RateLimiter
-from rl_replay._ray_backend import ReplayActorDiedError, import_ray, reraise
-from rl_replay._ray_shard import pack, remote_shard_class, unpack
+from rl_replay._rate_limiters import RateLimiter, RateLimitTimeoutError
+from rl_replay._ray_backend import import_ray, reraise
+from rl_replay._ray_batching import PendingWrite, WriteStage
+from rl_replay._ray_faults import ShardFaults
+from rl_replay._ray_shard import remote_shard_class
 from rl_replay._ray_sharding import check_int, check_layout, merge_parts, shard_counts
+from rl_replay._ray_transport import as_args, pack, snapshot, unpack
 
-__all__ = ["RayReplayBuffer"]
+_BATCHES_PER_CALL = 8  # prefetched batches one call brings (more: one slow reply)
 
-_RESTART_WAIT = 60.0  # seconds the driver waits for a restarting shard to come back
-
-
-class PendingWrite:
-    """The indices of a write sent with ``write_behind > 0``; :meth:`result` waits for them."""
-
-    def __init__(self, buffer: RayReplayBuffer, ref: Any, shard: int) -> None:
-        self._buffer, self._ref, self._shard = buffer, ref, shard
-
-    def result(self) -> Any:  # Any: the index form of the storage
-        """The written positions (waits for the write)."""
-        return self._buffer._finish_write(self._ref, self._shard)
+__all__ = ["PendingWrite", "RayReplayBuffer"]
 
 
-class RayReplayBuffer:
+class RayReplayBuffer(ShardFaults):
     """A replay buffer held by Ray actors, with the :class:`~rl_replay.ReplayBuffer` API.
 
     Each of the ``num_shards`` actors builds its own buffer from ``storage``,
@@ -63,12 +55,24 @@ class RayReplayBuffer:
             before raising :class:`~rl_replay.RateLimitTimeoutError`. ``None`` waits
             forever. Defaults to ``60.0``.
         num_shards (int, optional): buffer actors. Defaults to ``1``.
-        prefetch (int, optional): sample requests kept in flight (batches are then
-            drawn ahead of the call, as for the local buffer). Defaults to ``None``.
-        write_behind (int, optional): writes sent without waiting; ``extend`` then
-            returns a :class:`PendingWrite` and at most this many writes are in
-            flight. Reads from this client wait for its pending writes. Defaults to
-            ``0`` (``extend`` returns the indices).
+        prefetch (int, optional): batches drawn ahead of the call (as for the local
+            buffer): one request brings ``prefetch`` batches (at most 8, each its own
+            reply), and the next request is sent as the first of them is handed out.
+            Prefetched batches were drawn before this client's later writes; under a
+            rate limiter a request brings what the limiter allows at once (at least
+            one batch). Defaults to ``None``.
+        write_behind (int, optional): writes staged in this client and shipped
+            together: ``extend`` copies its data, returns a :class:`PendingWrite`
+            at once, and every ``write_behind`` staged writes (or after
+            ``flush_interval``) each shard gets its staged writes in one call, in
+            the order they were made. Every other call of this client (``sample``,
+            ``len``, ``stats``, ``state_dict``, ``dumps``, ``shutdown``...) ships and
+            waits for them first, so it sees them; an error a shard raised for a
+            staged write is raised by the next call (or by ``result()``). Defaults
+            to ``0`` (``extend`` writes and returns the indices).
+        flush_interval (float, optional): seconds a staged write may wait before a
+            background thread ships it, so other clients see it. ``None``: only
+            ``write_behind`` and this client's calls ship. Defaults to ``0.1``.
         max_restarts (int, optional): times Ray restarts a dead shard; a restarted
             shard reloads its last checkpoint. Defaults to ``0``.
         checkpoint_dir (str or Path, optional): periodic checkpoints go to
@@ -85,7 +89,7 @@ class RayReplayBuffer:
     Raises:
         ImportError: if Ray is not installed.
         ValueError: for a bad ``num_shards``, ``prefetch``, ``write_behind``,
-            ``rate_limiter`` or ``checkpoint_every``.
+            ``flush_interval``, ``rate_limiter`` or ``checkpoint_every``.
 
     Examples:
         >>> import ray, torch
@@ -117,6 +121,7 @@ class RayReplayBuffer:
         num_shards: int = 1,
         prefetch: int | None = None,
         write_behind: int = 0,
+        flush_interval: float | None = 0.1,
         max_restarts: int = 0,
         checkpoint_dir: str | Path | None = None,
         checkpoint_every: int | None = None,
@@ -130,6 +135,13 @@ class RayReplayBuffer:
         check_int("max_restarts", max_restarts, minimum=-1)
         if prefetch is not None:
             check_int("prefetch", prefetch, minimum=1)
+        if flush_interval is not None and not (
+            isinstance(flush_interval, int | float) and flush_interval > 0
+        ):
+            raise ValueError(
+                f"RayReplayBuffer expected flush_interval to be a number of seconds > 0 or "
+                f"None, got {flush_interval!r}."
+            )
         if checkpoint_every is not None:
             check_int("checkpoint_every", checkpoint_every, minimum=1)
             if checkpoint_dir is None:
@@ -181,6 +193,8 @@ class RayReplayBuffer:
         self._num_shards = num_shards
         self._prefetch = prefetch
         self._write_behind = write_behind
+        self._flush_interval = flush_interval
+        self._rate_limited = rate_limiter is not None
         self._max_restarts = max_restarts
         self._client_state()
         try:
@@ -196,11 +210,14 @@ class RayReplayBuffer:
         self._beta = described[0]["beta"]
         self._unit = described[0]["slice_unit"]
         self._metas = [d["meta"] for d in described]
+        self._make_stage()
 
     def _client_state(self) -> None:
         self._next_shard = itertools.cycle(range(self._num_shards))
-        self._pending: deque[Any] = deque()
-        self._prefetched: deque[tuple[Any, Any]] = deque()
+        self._stage: WriteStage | None = None
+        self._ready: deque[tuple[Any, Any]] = deque()  # prefetched (data, info)
+        self._ready_size: int | None = None
+        self._sample_job: Any = None  # the request refilling _ready
         self._known_inserts = [0] * self._num_shards
         self._last_dumps: list[dict[str, Any] | None] = [None] * self._num_shards
         self._restarts = [0] * self._num_shards
@@ -209,102 +226,31 @@ class RayReplayBuffer:
         self._recovering = [False] * self._num_shards
         self._restored_from: list[str | None] = [None] * self._num_shards
 
-    # ------------------------------------------------------------ plumbing
-    def _get(self, ref: Any, shard: int) -> Any:
-        ray = import_ray("RayReplayBuffer")
-        if self._dead[shard]:
-            raise ReplayActorDiedError(
-                f"RayReplayBuffer shard {shard} is dead (max_restarts={self._max_restarts}). "
-                "Build a new buffer and loads() the last dumps() into it.",
-                shard=shard,
+    def _make_stage(self) -> None:
+        if self._write_behind:
+            self._stage = WriteStage(
+                self._send_writes,
+                self._receive_writes,
+                limit=self._write_behind,
+                interval=self._flush_interval,
+                on_lost=self._count_lost,
             )
-        try:
-            return ray.get(ref)
-        except ray.exceptions.RayActorError as err:
-            self._on_death(shard, err)
-        except ray.exceptions.RayTaskError as err:
-            reraise(err)
 
-    def _get_all(self, refs: list[Any], shards: list[int] | None = None) -> list[Any]:
-        shards = list(range(len(refs))) if shards is None else shards
-        return [self._get(ref, shard) for ref, shard in zip(refs, shards, strict=True)]
+    def _send_writes(self, shard: int, items: list[Any]) -> Any:  # Any: a Ray reference
+        return self._actor(shard).extend_many.options(concurrency_group="write").remote(items)
 
-    def _set_meta(self, shard: int, meta: tuple) -> None:
-        self._metas[shard] = meta
-        self._known_inserts[shard] = max(self._known_inserts[shard], meta[3])
+    def _receive_writes(self, shard: int, ref: Any) -> list[Any]:
+        indices, meta = self._get(ref, shard)
+        self._set_meta(shard, meta)
+        return [self._global_index(unpack(index), shard) for index in indices]
 
-    def _on_death(self, shard: int, err: BaseException) -> None:
-        known = self._known_inserts[shard]
-        if self._max_restarts == 0:
-            self._dead[shard] = True
-            raise ReplayActorDiedError(
-                f"RayReplayBuffer shard {shard} died ({type(err).__name__}); the {known} items "
-                "written to it are lost unless you dumps() them earlier. Pass max_restarts=... "
-                "(and checkpoint_dir=...) to have it restarted and restored.",
-                shard=shard,
-                lost_inserts=known,
-            ) from None
-        self._recovering[shard] = True
-        raise ReplayActorDiedError(
-            f"RayReplayBuffer shard {shard} died ({type(err).__name__}); Ray is restarting it. "
-            "The call that hit the dead shard did not happen; the next call waits for the shard "
-            "and restores its last checkpoint (dumps() or checkpoint_dir); rb.stats() then "
-            "reports the items lost since that checkpoint.",
-            shard=shard,
-            restarted=True,
-            lost_inserts=known,
-        ) from None
-
-    def _live(self) -> list[Any]:
-        return [self._actor(shard) for shard in range(self._num_shards)]
-
-    def _actor(self, shard: int) -> Any:  # Any: a Ray actor handle
-        """The shard's actor, restored first if it was restarted since the last call."""
-        if self._recovering[shard]:
-            self._recover(shard)
-        return self._actors[shard]
-
-    def _recover(self, shard: int) -> None:
-        """Wait for Ray to restart the shard, restore its last checkpoint, count the loss."""
-        ray = import_ray("RayReplayBuffer")
-        deadline = time.monotonic() + _RESTART_WAIT
-        actor = self._actors[shard]
-        while True:
-            try:
-                stats = ray.get(actor.stats.remote(), timeout=_RESTART_WAIT)
-                break
-            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
-                if time.monotonic() > deadline:
-                    self._dead[shard] = True
-                    self._recovering[shard] = False
-                    raise ReplayActorDiedError(
-                        f"RayReplayBuffer shard {shard} died and did not come back within "
-                        f"{_RESTART_WAIT}s (max_restarts={self._max_restarts} may be spent).",
-                        shard=shard,
-                        lost_inserts=self._known_inserts[shard],
-                    ) from None
-                time.sleep(0.05)
-        record = stats["restored"]
-        explicit = self._last_dumps[shard]
-        if explicit is not None and (record is None or explicit["time"] > record["time"]):
-            record = ray.get(actor.loads.remote(explicit["path"]))
-        restored_inserts = record["inserts"] if record else 0
-        self._lost[shard] += max(self._known_inserts[shard] - restored_inserts, 0)
-        self._restarts[shard] += 1
-        self._restored_from[shard] = record["path"] if record else None
-        self._known_inserts[shard] = restored_inserts
-        self._metas[shard] = ray.get(actor.ping.remote())
-        self._recovering[shard] = False
+    def _count_lost(self, shard: int, items: int) -> None:
+        self._lost[shard] += items
 
     def _flush(self) -> None:
-        while self._pending:
-            ref, shard = self._pending.popleft()
-            self._finish_write(ref, shard)
-
-    def _finish_write(self, ref: Any, shard: int) -> Any:
-        index, meta = self._get(ref, shard)
-        self._set_meta(shard, meta)
-        return self._global_index(unpack(index), shard)
+        """Ship this client's staged writes and wait for them (raising their errors)."""
+        if self._stage is not None:
+            self._stage.flush()
 
     def _global_index(self, index: Any, shard: int) -> Any:
         if self._num_shards == 1 or shard == 0:
@@ -359,6 +305,7 @@ class RayReplayBuffer:
             RateLimitTimeoutError: if the shard's rate limiter blocks past ``timeout``.
             ReplayActorDiedError: if the shard died.
         """
+        self._flush()  # after this client's staged writes
         shard = next(self._next_shard)
         ref = self._actor(shard).add.options(concurrency_group="write").remote(pack(data))
         index, meta = self._get(ref, shard)
@@ -368,22 +315,21 @@ class RayReplayBuffer:
     def extend(self, data: Any) -> Any:  # Any: a batch; returns indices or a PendingWrite
         """Write a batch to the next shard; return the global positions.
 
-        With ``write_behind > 0`` the write is sent without waiting and a
-        :class:`PendingWrite` is returned.
+        With ``write_behind > 0`` the data is copied and staged in this client, and
+        a :class:`PendingWrite` is returned at once.
 
         Raises:
             RateLimitTimeoutError: if the shard's rate limiter blocks past ``timeout``.
             ReplayActorDiedError: if the shard died.
         """
         shard = next(self._next_shard)
-        ref = self._actor(shard).extend.options(concurrency_group="write").remote(pack(data))
-        if not self._write_behind:
-            return self._finish_write(ref, shard)
-        self._pending.append((ref, shard))
-        while len(self._pending) > self._write_behind:
-            old_ref, old_shard = self._pending.popleft()
-            self._finish_write(old_ref, old_shard)
-        return PendingWrite(self, ref, shard)
+        if self._stage is not None:
+            return self._stage.add(shard, snapshot(pack(data)))
+        head, chunks = as_args(pack(data))  # small arguments travel within the call
+        ref = self._actor(shard).extend_args.options(concurrency_group="write")
+        index, meta = self._get(ref.remote(head, *chunks), shard)
+        self._set_meta(shard, meta)
+        return self._global_index(unpack(index), shard)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._flush()
@@ -439,51 +385,88 @@ class RayReplayBuffer:
                 f"RayReplayBuffer.sample expected batch_size to be a positive int, got "
                 f"{batch_size!r}. Pass batch_size to the buffer constructor or to sample()."
             )
-        if self._prefetch:
-            while len(self._prefetched) < self._prefetch + 1:
-                self._prefetched.append((batch_size, self._submit_sample(batch_size)))
-            size, job = self._prefetched.popleft()
-            if size != batch_size:
-                self._prefetched.clear()
-                job = self._submit_sample(batch_size)
-        else:
-            job = self._submit_sample(batch_size)
-        data, info = self._collect(job)
+        data, info = self._prefetched(batch_size) if self._prefetch else self._draw(batch_size)
         return (data, info) if return_info else data
 
-    def _submit_sample(self, batch_size: int) -> list[tuple[int, Any]]:
+    def _draw(self, batch_size: int) -> tuple[Any, Any]:
+        return self._collect_samples(self._submit_samples(batch_size, 1))[0]
+
+    def _prefetched(self, batch_size: int) -> tuple[Any, Any]:
+        """The next batch drawn ahead; one request for the next ``prefetch`` batches."""
+        if self._ready_size not in (None, batch_size):  # another size: drawn now
+            return self._draw(batch_size)
+        self._ready_size = batch_size
+        # a sharded sample under a rate limiter cannot take whatever each shard allows
+        per_call = min(self._prefetch, _BATCHES_PER_CALL)
+        if self._num_shards > 1 and self._rate_limited:
+            per_call = 1
+        if not self._ready:
+            job, fresh = self._sample_job, self._sample_job is None
+            self._sample_job = None
+            try:
+                self._ready.extend(self._collect_samples(
+                    self._submit_samples(batch_size, per_call) if fresh else job
+                ))  # fmt: skip
+            except RateLimitTimeoutError:
+                if fresh:
+                    raise
+                # a request sent long ago timed out: ask again, with this call's timeout
+                self._ready.extend(
+                    self._collect_samples(self._submit_samples(batch_size, per_call))
+                )
+        out = self._ready.popleft()
+        if self._sample_job is None:
+            self._sample_job = self._submit_samples(batch_size, per_call)
+        return out
+
+    def _submit_samples(self, batch_size: int, batches: int) -> tuple[list[list[int]], list]:
+        """Ask every shard for its part of ``batches`` samples (one call per shard)."""
         if self._num_shards == 1:
-            counts = [batch_size]
+            counts = [[batch_size] * batches]
         else:
             metas = self._get_all([actor.ping.remote() for actor in self._live()])
             for shard, meta in enumerate(metas):
                 self._set_meta(shard, meta)
-            counts = shard_counts(batch_size, [meta[1] for meta in metas], self._unit)
-        return [
-            (
-                shard,
-                self._actor(shard).sample.options(concurrency_group="read").remote(count, True),
-            )
-            for shard, count in enumerate(counts)
-            if count
-        ]
+            masses = [meta[1] for meta in metas]
+            per_batch = [shard_counts(batch_size, masses, self._unit) for _ in range(batches)]
+            counts = [list(column) for column in zip(*per_batch, strict=True)]
+        partial = self._num_shards == 1  # one shard may hand out fewer batches than asked
+        refs = []
+        for shard in range(self._num_shards):
+            wanted = sum(1 for size in counts[shard] if size)
+            if wanted:
+                options = {"concurrency_group": "read", "num_returns": 1 + wanted}
+                method = self._actor(shard).sample_many.options(**options)
+                refs.append((shard, method.remote(counts[shard], True, partial)))
+        return counts, refs
 
-    def _collect(self, job: list[tuple[int, Any]]) -> tuple[Any, dict[str, Any]]:
-        parts = []
-        for shard, ref in job:
-            data, info, meta = self._get(ref, shard)
+    def _collect_samples(self, job: tuple[list[list[int]], list]) -> list[tuple[Any, Any]]:
+        counts, refs = job
+        got: dict[int, dict[int, tuple[Any, Any]]] = {}
+        for shard, ref in refs:
+            (infos, meta), *datas = self._get(ref, shard)
             self._set_meta(shard, meta)
-            info = {key: unpack(value) for key, value in info.items()}
-            if "index" in info:
-                info["index"] = self._global_index(info["index"], shard)
-            parts.append((shard, unpack(data), info))
-        lowest = [self._metas[shard][2] for shard, _, _ in parts] if self._prioritized else None
-        return merge_parts(parts, lowest, self._beta)
+            where = [b for b, n in enumerate(counts[shard]) if n]
+            got[shard] = {}
+            for b, data, info in zip(where, datas, infos, strict=False):
+                data = unpack(data)
+                info = {key: unpack(value) for key, value in info.items()}
+                if "index" in info:
+                    info["index"] = self._global_index(info["index"], shard)
+                got[shard][b] = (data, info)
+        batches = min(len(parts) for parts in got.values())  # fewer under a rate limiter
+        out = []
+        for b in range(batches):
+            parts = [(shard, *got[shard][b]) for shard in got if b in got[shard]]
+            lowest = [self._metas[shard][2] for shard, _, _ in parts] if self._prioritized else None
+            out.append(merge_parts(parts, lowest, self._beta))
+        return out
 
     def empty(self) -> None:
         """Remove every element of every shard; the rate limiters start over."""
         self._flush()
-        self._prefetched.clear()
+        self._ready.clear()
+        self._ready_size = self._sample_job = None
         self._next_shard = itertools.cycle(range(self._num_shards))
         metas = self._get_all([actor.empty.remote() for actor in self._live()])
         for shard, meta in enumerate(metas):
@@ -567,25 +550,34 @@ class RayReplayBuffer:
         if not self._actors:
             return
         if getattr(self, "_is_client", False):  # a copy never owns the actors
-            self._actors = []
+            try:
+                self._flush()
+            finally:
+                self._close_client()
+                self._actors = []
             return
         try:
-            self._flush()
+            self._flush()  # what this client wrote is in the shards before they go
         except Exception:  # a dead shard must not prevent the shutdown
             pass
-        self._prefetched.clear()
-        self._pending.clear()
+        self._close_client()
         self._kill()
         if self._owns_ray:
             import_ray("RayReplayBuffer").shutdown()
 
     close = shutdown
 
+    def _close_client(self) -> None:
+        if self._stage is not None:
+            self._stage.close()
+        self._ready.clear()
+        self._sample_job = None
+
     def __getstate__(self) -> dict[str, Any]:
         """A copy is a client of the same actors: it never shuts them down or Ray."""
         self._flush()
         state = self.__dict__.copy()
-        for name in ("_next_shard", "_pending", "_prefetched"):
+        for name in ("_next_shard", "_stage", "_ready", "_ready_size", "_sample_job"):
             state.pop(name)
         state["_owns_ray"] = False
         state["_prefetch"] = None
@@ -594,6 +586,10 @@ class RayReplayBuffer:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._client_state_after_copy()
+
+    def _client_state_after_copy(self) -> None:
         self._next_shard = itertools.cycle(range(self._num_shards))
-        self._pending = deque()
-        self._prefetched = deque()
+        self._stage = None
+        self._ready, self._ready_size, self._sample_job = deque(), None, None
+        self._make_stage()

@@ -4,8 +4,9 @@
 ``_ray_buffer.py`` is this class wrapped by ``ray.remote``. Every reply carries the
 shard's :func:`meta` (length, total priority mass, minimum priority, inserts) so the
 client can split samples across shards without an extra round trip. Data crosses
-the process boundary packed by :func:`pack` (tensors as numpy arrays, which Ray's
-object store moves without pickling their bytes).
+the process boundary packed by ``_ray_transport.pack`` (tensors as numpy arrays, which
+Ray's object store moves without pickling their bytes); ``extend_many`` and
+``sample_many`` carry several writes or samples per call.
 """
 
 from __future__ import annotations
@@ -16,83 +17,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
-from tensordict import TensorDict, TensorDictBase, is_tensor_collection
+from tensordict import is_tensor_collection
 
 from rl_replay._buffer import ReplayBuffer
-from rl_replay._rate_limiters import RateLimiter
+from rl_replay._rate_limiters import RateLimiter, RateLimitTimeoutError
+from rl_replay._ray_transport import count, from_args, join, pack, split_index, unpack
 from rl_replay.checkpointers._files import read_json, write_json
 from rl_replay.samplers import PrioritizedSampler
 from rl_replay.storages import ListStorage
+from rl_replay.writers import RoundRobinWriter
 
-__all__ = ["BufferShard", "build_component", "pack", "remote_shard_class", "unpack"]
+__all__ = ["BufferShard", "build_component", "remote_shard_class"]
 
 SHARD_FILE = "shard.json"
-
-
-# ---------------------------------------------------------------- transport
-def _to_numpy(tensor: torch.Tensor) -> Any:  # Any: an ndarray or the tensor itself
-    if tensor.device.type != "cpu" or tensor.dtype in (torch.bfloat16,) or tensor.is_sparse:
-        return tensor
-    return tensor.detach().numpy()
-
-
-def _to_tensor(value: Any, copy: bool) -> Any:  # Any: what _to_numpy returned
-    if isinstance(value, np.ndarray):
-        if copy or not value.flags.writeable:
-            value = value.copy()
-        return torch.from_numpy(value)
-    return value
-
-
-def pack(data: Any) -> Any:  # Any: any buffer element or batch
-    """Tensors and tensordicts as numpy arrays (moved by Ray's object store without pickling).
-
-    A tensordict's leaves travel as one byte buffer (one object-store buffer rather than
-    one per leaf) with a table of where each leaf lies in it.
-    """
-    if isinstance(data, TensorDictBase):
-        arrays, table, extra, offset = [], [], {}, 0
-        for key, value in data.items(True, True):
-            leaf = _to_numpy(value) if isinstance(value, torch.Tensor) else value
-            if not isinstance(leaf, np.ndarray):
-                extra[key] = leaf
-                continue
-            flat = np.ascontiguousarray(leaf).reshape(-1).view(np.uint8)
-            pad = -offset % _ALIGN
-            if pad:
-                arrays.append(np.zeros(pad, dtype=np.uint8))
-                offset += pad
-            table.append((key, leaf.dtype.str, leaf.shape, offset, flat.size))
-            arrays.append(flat)
-            offset += flat.size
-        blob = np.concatenate(arrays) if arrays else np.zeros(0, dtype=np.uint8)
-        return ("__td__", tuple(data.batch_size), blob, table, extra)
-    if isinstance(data, torch.Tensor):
-        return ("__tensor__", _to_numpy(data))
-    return data
-
-
-_ALIGN = 16  # bytes: every leaf starts aligned for any dtype
-
-
-def unpack(data: Any, *, copy: bool = False) -> Any:  # Any: what pack returned
-    """Undo :func:`pack`; ``copy`` detaches the result from the object store's memory."""
-    if isinstance(data, tuple) and data and data[0] == "__td__":
-        _, batch_size, blob, table, extra = data
-        if copy or not blob.flags.writeable:  # one copy of the whole buffer
-            blob = blob.copy()
-        td = TensorDict(batch_size=batch_size)
-        for key, dtype, shape, offset, nbytes in table:
-            leaf = blob[offset : offset + nbytes].view(np.dtype(dtype)).reshape(shape)
-            td.set(key, torch.from_numpy(leaf))
-        for key, value in extra.items():
-            td.set(key, _to_tensor(value, copy))
-        return td
-    if isinstance(data, tuple) and len(data) == 2 and data[0] == "__tensor__":
-        return _to_tensor(data[1], copy)
-    return data
 
 
 def build_component(component: Any) -> Any:  # Any: a storage/sampler/writer or its factory
@@ -131,6 +69,12 @@ class BufferShard:
                 kwargs[name] = build_component(kwargs[name])
         self.rb = ReplayBuffer(**kwargs)
         self.limiter = rate_limiter
+        # staged writes may be joined into one extend: same positions, same transform work
+        self.joinable = (
+            getattr(self.rb.storage, "ndim", 1) == 1
+            and type(self.rb.writer) is RoundRobinWriter
+            and not len(self.rb.transform)
+        )
         self.fifo = bool(getattr(rate_limiter, "fifo", False))
         if self.fifo:
             self._check_fifo()
@@ -185,6 +129,7 @@ class BufferShard:
             "prioritized": isinstance(sampler, PrioritizedSampler),
             "beta": float(getattr(sampler, "beta", 0.0)),
             "slice_unit": ("len", slice_len) if slice_len else ("num", num_slices),
+            "joinable": self.joinable,
             "meta": self.meta(),
         }
 
@@ -251,6 +196,23 @@ class BufferShard:
         self._maybe_checkpoint()
         return pack(index), self.meta()
 
+    def extend_args(self, head: Any, *chunks: Any) -> tuple[Any, tuple]:
+        """:meth:`extend` of a batch sent as inline arguments (``_ray_transport.as_args``)."""
+        return self.extend(from_args(head, chunks))
+
+    def extend_many(self, items: list[Any], timeout: Any = "default") -> tuple[list[Any], tuple]:
+        """A client's staged writes in one call, in order; the positions of each.
+
+        Writes of one layout are joined and written by one local ``extend`` where
+        that writes the same positions (:meth:`describe`'s ``joinable``).
+        """
+        groups, sizes = join(items) if self.joinable else (items, [[count(i)] for i in items])
+        indices = []
+        for group, parts in zip(groups, sizes, strict=True):
+            index, _ = self.extend(group, timeout)
+            indices.extend(pack(part) for part in split_index(unpack(index), parts))
+        return indices, self.meta()
+
     def add(self, data: Any, timeout: Any = "default") -> tuple[Any, tuple]:
         data = unpack(data)
         if self.limiter is not None:
@@ -306,6 +268,29 @@ class BufferShard:
         self.samples += count
         info = {key: pack(value) for key, value in info.items()} if return_info else None
         return pack(data), info, self.meta()
+
+    def sample_many(self, counts: list[int], return_info: bool, partial: bool = False) -> tuple:
+        """Several samples in one call: ``((infos, meta), batch, batch, ...)``.
+
+        One packed batch per non-zero count, each its own return value (a Ray call
+        made with ``num_returns=1 + batches``), so each is sent inline when small.
+        With ``partial``, only the first sample waits for the rate limiter: the
+        batches the limiter does not allow at once are ``None``.
+        """
+        datas, infos = [], []
+        wanted = [size for size in counts if size]
+        for size in wanted:
+            try:
+                data, info, _ = self.sample(
+                    size, return_info, 0 if datas and partial else "default"
+                )
+            except RateLimitTimeoutError:
+                if not (datas and partial):
+                    raise
+                break
+            datas.append(data)
+            infos.append(info)
+        return ((infos, self.meta()), *datas, *[None] * (len(wanted) - len(datas)))
 
     def getitem(self, index: Any) -> Any:
         return pack(self.rb[unpack(index)])
