@@ -16,6 +16,8 @@ import torch
 from tensordict import LazyStackedTensorDict, NestedKey, TensorDictBase
 
 from rl_batched_envs._env_group import BufferLayout, flat_entries
+from rl_batched_envs._indexed import view_class
+from rl_batched_envs._selection import active_envs, normalize_index, reset_targets
 from rl_envs_core import EnvBase, EnvMetaData
 from rl_envs_core.extension import (
     advance_root,
@@ -87,35 +89,6 @@ def clone_entries(
 
 def _last(key: NestedKey) -> str:
     return key if isinstance(key, str) else key[-1]
-
-
-def active_envs(mask: torch.Tensor | None, n: int) -> list[int] | None:
-    """The sub-envs a ``"_step"``/``"_reset"`` mask selects (``None``: no mask, all)."""
-    if mask is None:
-        return None
-    flags = mask.reshape(n, -1).any(-1).tolist()
-    return [i for i, f in enumerate(flags) if f]
-
-
-def reset_targets(
-    tensordict: TensorDictBase | None, reset_keys: Sequence[NestedKey], n: int
-) -> tuple[list[NestedKey], list[int] | None]:
-    """The ``"_reset"`` keys present and the sub-envs to reset (``None``: all).
-
-    A root ``"_reset"`` decides alone; otherwise a sub-env is reset when any
-    nested mask selects one of its elements.
-    """
-    if tensordict is None:
-        return [], None
-    found = [k for k in reset_keys if tensordict.get(k, None) is not None]
-    if "_reset" in found:
-        return found, active_envs(tensordict.get("_reset"), n)
-    if not found:
-        return found, None
-    flags = torch.zeros(n, dtype=torch.bool)
-    for key in found:
-        flags |= tensordict.get(key).reshape(n, -1).any(-1).cpu()
-    return found, flags.nonzero().squeeze(-1).tolist()
 
 
 class BatchedEnvBase(EnvBase):
@@ -433,8 +406,9 @@ class BatchedEnvBase(EnvBase):
         return out
 
     def _keep_previous(self, out: TensorDictBase, previous: TensorDictBase, envs: list) -> None:
-        """Where a sub-env was not reset, its data is the previous data (when given)."""
-        keep = torch.ones(self.num_workers, dtype=torch.bool)
+        """Where a sub-env (of ``out``'s first dim) was not reset, its data is the
+        previous data (when given)."""
+        keep = torch.ones(out.batch_size[0], dtype=torch.bool)
         keep[envs] = False
         for key in self._layout.root_keys:
             old, new = previous.get(key, None), out.get(key)
@@ -453,24 +427,93 @@ class BatchedEnvBase(EnvBase):
         """
         return self._seed_chain(seed, static_seed)
 
-    def _seed_chain(self, seed: int | None, static_seed: bool) -> int | None:
+    def _seed_chain(
+        self, seed: int | None, static_seed: bool, envs: list[int] | None = None
+    ) -> int | None:
+        """Seed the sub-envs (``envs``, in order; ``None``: all) in turn, each with the
+        seed the previous one returned."""
         self._ensure_started()
-        for w in range(len(self._spans)):
-            seed = self._call_each("set_seed", {w: (seed, static_seed)})[w]
+        if envs is None:
+            for w in range(len(self._spans)):
+                seed = self._call_each("set_seed", {w: (seed, static_seed)})[w]
+            return seed
+        for i in envs:
+            w = self._worker_of[i]
+            local = [i - self._spans[w][0]]
+            seed = self._call_each("set_seed", {w: (seed, static_seed, local)})[w]
         return seed
 
-    def _forward(self, name: str) -> Any:  # Any: whatever the sub-envs hold
+    def _forward(self, name: str, envs: list[int] | None = None) -> Any:  # Any: sub-env values
+        """Sub-env attribute ``name`` (one value per env of ``envs``; ``None``: all), or,
+        for a method, a function calling it on each of them."""
         self._ensure_started()
-        workers = range(len(self._spans))
-        if self._call_each("is_method", {0: (name,)})[0]:
+        route = self._route(envs)
+        order = list(range(self.num_workers)) if envs is None else envs
+        spans = self._spans
+
+        def gather(results: dict) -> list:
+            by_env = {}
+            for w, local in route.items():
+                start = spans[w][0]
+                local = range(spans[w][1] - start) if local is None else local
+                for j, value in zip(local, results[w]):
+                    by_env[start + j] = value
+            return [by_env[i] for i in order]
+
+        first = next(iter(route))
+        if self._call_each("is_method", {first: (name,)})[first]:
 
             def method(*args: Any, **kwargs: Any) -> list:  # Any: forwarded arguments
-                results = self._call_each("call", {w: (name, args, kwargs) for w in workers})
-                return [r for w in workers for r in results[w]]
+                calls = {w: (name, args, kwargs, local) for w, local in route.items()}
+                return gather(self._call_each("call", calls))
 
             return method
-        results = self._call_each("get_attr", {w: (name,) for w in workers})
-        return [r for w in workers for r in results[w]]
+        return gather(self._call_each("get_attr", {w: (name, local) for w, local in route.items()}))
+
+    # ------------------------------------------------------------------ indexing
+    def _specs_of(self, envs: list[int]) -> tuple[Composite, bool]:
+        """The stacked specs of the sub-envs ``envs`` and whether the stack is lazy."""
+        return stack_specs([self._meta_data[i] for i in envs])
+
+    def __getitem__(self, item: Any) -> BatchedEnvBase:  # Any: int, slice, index sequence
+        """A live view on the sub-envs ``item`` selects (an env of the same class).
+
+        Stepping or resetting the view runs those sub-envs of this env (the data of
+        the others is untouched); attributes and methods are forwarded to them.
+        Closing the view leaves this env running; once this env is closed the view
+        raises. Boolean masks are not supported.
+
+        Raises:
+            NotImplementedError: ``item`` is a boolean mask.
+            IndexError: an index is out of range or selects no env.
+
+        Examples:
+            >>> from rl_batched_envs import SerialEnv
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = SerialEnv(4, CountingEnv)
+            >>> view = env[1:3]
+            >>> type(view).__name__, view.batch_size
+            ('SerialEnv', torch.Size([2]))
+            >>> _ = env.reset()
+            >>> _ = view.rand_step()
+            >>> [int(c) for c in env.count]
+            [0, 1, 1, 0]
+            >>> env.close()
+        """
+        self._ensure_started()
+        return view_class(type(self))(self, normalize_index(item, self.num_workers))
+
+    def __setitem__(self, item: Any, source: Any) -> None:  # Any: refused whatever it is
+        """Not supported: a running sub-env cannot be replaced by (a snapshot of) another.
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}[{item!r}] = {type(source).__name__}: replacing sub-envs "
+            f"of a running batched env (snapshot writeback of another env's state) is not "
+            f"supported. Build a new batched env with the envs you want."
+        )
 
     def __getattr__(self, name: str) -> Any:  # Any: forwarded attribute
         try:

@@ -273,23 +273,28 @@ class EnvGroup:
                 raise self._blame(exc, j, "reset") from None
         return None
 
-    def set_seed(self, seed: int | None, static_seed: bool) -> int | None:
-        """Seed each env with the seed the previous one returned; return the last."""
-        for env in self.envs:
-            seed = env.set_seed(seed, static_seed=static_seed)
+    def set_seed(
+        self, seed: int | None, static_seed: bool, active: Sequence[int] | None = None
+    ) -> int | None:
+        """Seed each env (of ``active``) with the seed the previous one returned; return
+        the last."""
+        for j in self._active(active):
+            seed = self.envs[j].set_seed(seed, static_seed=static_seed)
         return seed
 
-    def get_attr(self, name: str) -> list[Any]:  # Any: arbitrary env attributes
-        """``getattr(env, name)`` of every env."""
-        return [getattr(env, name) for env in self.envs]
+    def get_attr(self, name: str, active: Sequence[int] | None = None) -> list[Any]:
+        """``getattr(env, name)`` of every env (of ``active``)."""  # Any: env attributes
+        return [getattr(self.envs[j], name) for j in self._active(active)]
 
     def is_method(self, name: str) -> bool:
         """Whether ``name`` is a method (a callable attribute) of the first env."""
         return callable(getattr(self.envs[0], name))
 
-    def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:  # Any: method results
-        """Call the method ``name`` on every env."""
-        return [getattr(env, name)(*args, **kwargs) for env in self.envs]
+    def call(
+        self, name: str, args: tuple, kwargs: dict, active: Sequence[int] | None = None
+    ) -> list[Any]:  # Any: method results
+        """Call the method ``name`` on every env (of ``active``)."""
+        return [getattr(self.envs[j], name)(*args, **kwargs) for j in self._active(active)]
 
     def metadata(self) -> list[EnvMetaData]:
         """The metadata of every env."""
