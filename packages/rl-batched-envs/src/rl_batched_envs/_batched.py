@@ -25,7 +25,7 @@ from rl_envs_core.extension import (
     key_layout,
     new_unchecked,
 )
-from rl_specs import Composite, contains_lazy_spec
+from rl_specs import Composite, NonTensor, contains_lazy_spec
 
 EnvFactory = Callable[..., EnvBase]
 
@@ -33,6 +33,20 @@ EnvFactory = Callable[..., EnvBase]
 class _CountMismatchError(ValueError, RuntimeError):
     """A per-worker list of the wrong length: a bad value (``ValueError``) that TorchRL
     code catches as the ``RuntimeError`` it raises there."""
+
+
+class OptionConflictError(ValueError, RuntimeError):
+    """Constructor options that cannot go together: a bad value (``ValueError``) that
+    TorchRL code catches as the ``RuntimeError`` it raises there."""
+
+
+def _non_tensor_keys(specs: Composite) -> list[str]:
+    """The non-tensor leaves (strings, objects) of the stacked specs, as strings."""
+    return [
+        str(key)
+        for key, leaf in specs.items(include_nested=True, leaves_only=True)
+        if isinstance(leaf, NonTensor)
+    ]
 
 
 def _as_list(value: Any, n: int, name: str, kind: type | tuple) -> list:  # Any: one or many
@@ -103,6 +117,7 @@ class BatchedEnvBase(EnvBase):
         device: torch.device | str | None = None,
         use_buffers: bool | None = None,
         num_threads: int | None = None,
+        share_individual_td: bool | None = None,
     ) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(
@@ -121,6 +136,7 @@ class BatchedEnvBase(EnvBase):
         self.__dict__["_kwargs"] = [dict(k) for k in kwargs]
         self.__dict__["_num_workers"] = num_workers
         self.__dict__["_use_buffers_arg"] = use_buffers
+        self.__dict__["_share_individual_td"] = share_individual_td
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         metas = self._start_and_collect()
@@ -175,22 +191,56 @@ class BatchedEnvBase(EnvBase):
         specs, lazy = stack_specs(metas)
         install_stacked_specs(self, specs, lazy=lazy)
         dynamic = key_layout(self)["dynamic"]
-        use = self._use_buffers_arg
+        carried = _non_tensor_keys(specs)
+        use, individual = self._use_buffers_arg, self._share_individual_td
+        name = type(self).__name__
+        if individual is False and lazy:
+            raise ValueError(
+                f"{name}(share_individual_td=False) needs sub-envs whose data stacks into "
+                f"one tensordict, but their specs differ. Pass share_individual_td=None or True."
+            )
+        if individual and use:
+            raise ValueError(
+                f"{name}(share_individual_td=True) returns a lazy stack of one tensordict per "
+                f"sub-env, which use_buffers=True (one preallocated tensordict) cannot give. "
+                f"Pass use_buffers=None or False."
+            )
+        if use and carried:
+            raise ValueError(
+                f"{name}(use_buffers=True) moves data through preallocated tensor buffers, "
+                f"which cannot hold the non-tensor entries {carried} the sub-envs declare. "
+                f"Pass use_buffers=None or False (their values then pass by value)."
+            )
         if use is None:
-            use = not (lazy or dynamic)
+            use = not (lazy or dynamic or individual or carried)
         elif use and (lazy or dynamic):
             raise ValueError(
-                f"{type(self).__name__}(use_buffers=True) needs static, stackable specs, but "
+                f"{name}(use_buffers=True) needs static, stackable specs, but "
                 f"the sub-envs have {'heterogeneous' if lazy else 'dynamic (-1)'} specs. Pass "
                 f"use_buffers=None or False."
             )
         self.__dict__["_use_buffers"] = use
-        self.__dict__["_lazy"] = lazy or dynamic
+        self.__dict__["_lazy"] = bool(lazy or dynamic or individual)
         if use:
             self._make_buffers(specs)
         else:
             self.__dict__["_last_next"] = [m.tensordict.get("next") for m in metas]
             self.__dict__["_last_root"] = [m.tensordict.exclude("next") for m in metas]
+
+    @property
+    def share_individual_td(self) -> bool:
+        """Whether the data comes back as a lazy stack of one tensordict per sub-env."""
+        return self._lazy
+
+    @property
+    def create_env_fn(self) -> list[EnvFactory]:
+        """The factory of each sub-env."""
+        return list(self._fns)
+
+    @property
+    def create_env_kwargs(self) -> list[dict]:
+        """The kwargs each sub-env is built with (see :meth:`update_kwargs`)."""
+        return self._kwargs
 
     def _make_buffers(self, specs: Composite) -> None:
         out, inp = specs["output_spec"], specs["input_spec"]
@@ -289,6 +339,64 @@ class BatchedEnvBase(EnvBase):
             old.update(extra)
         if self._running:
             self.close(raise_if_closed=False)
+
+    def configure_parallel(
+        self,
+        *,
+        use_buffers: bool | None = None,
+        mp_start_method: str | None = None,
+        num_threads: int | None = None,
+        num_sub_threads: int | None = None,
+        shutdown_timeout: float | None = None,
+    ) -> BatchedEnvBase:
+        """Change how the sub-envs run, while the env is not running.
+
+        The sub-envs start when the env is built, so close it first; the new
+        settings apply when it restarts (on next use). ``None`` leaves a setting
+        unchanged; the process settings have no effect on a :class:`SerialEnv`.
+
+        Keyword Args:
+            use_buffers (bool, optional): see the constructor.
+            mp_start_method (str, optional): see :class:`ParallelEnv`.
+            num_threads (int, optional): torch threads of this process (set now).
+            num_sub_threads (int, optional): torch threads of each worker process.
+            shutdown_timeout (float, optional): see :class:`ParallelEnv`.
+
+        Returns:
+            the env itself.
+
+        Raises:
+            RuntimeError: the env is running (it has started and was not closed).
+
+        Examples:
+            >>> from rl_batched_envs import SerialEnv
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = SerialEnv(2, CountingEnv)
+            >>> env.close()
+            >>> env.configure_parallel(use_buffers=False).rollout(2).batch_size
+            torch.Size([2, 2])
+            >>> env.close()
+        """
+        if self._running:
+            raise RuntimeError(
+                f"{type(self).__name__}.configure_parallel() cannot be called after the "
+                f"environment has started (its sub-envs start when it is built). Call "
+                f"env.close() first; the settings apply when it restarts."
+            )
+        if use_buffers is not None:
+            self.__dict__["_use_buffers_arg"] = use_buffers
+        if num_threads is not None:
+            torch.set_num_threads(num_threads)
+        self._configure_processes(mp_start_method, num_sub_threads, shutdown_timeout)
+        return self
+
+    def _configure_processes(
+        self,
+        mp_start_method: str | None,
+        num_sub_threads: int | None,
+        shutdown_timeout: float | None,
+    ) -> None:
+        """Process settings of :meth:`configure_parallel` (none for an in-process env)."""
 
     # ------------------------------------------------------------------ routing
     def _route(self, envs: list[int] | None) -> dict[int, list[int] | None]:
