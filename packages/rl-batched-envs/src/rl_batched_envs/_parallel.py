@@ -20,6 +20,7 @@ from rl_batched_envs._worker import (
     default_start_method,
 )
 from rl_envs_core import EnvMetaData
+from rl_envs_core.extension import register_parallel_env_factory
 
 _START_METHODS = ("fork", "spawn", "forkserver")
 # what a one-worker ParallelEnv(serial_for_single=True) hands on to its SerialEnv
@@ -308,3 +309,6 @@ class ParallelEnv(BatchedEnvBase):
         pool = self.__dict__.get("_pool")
         if pool is not None:
             pool.close()
+
+
+register_parallel_env_factory(ParallelEnv)  # what GymEnv(..., num_workers=n) builds
