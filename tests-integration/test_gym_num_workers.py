@@ -7,8 +7,8 @@ import torch
 
 pytest.importorskip("gymnasium")
 
-from rl_batched_envs import ParallelEnv  # noqa: E402  (registers the ParallelEnv factory)
-from rl_env_adapters import GymEnv  # noqa: E402
+from rl_batched_envs import ParallelEnv  # registers the ParallelEnv factory
+from rl_env_adapters import GymEnv
 
 
 def test_several_workers_give_a_parallel_env_of_gym_envs():
