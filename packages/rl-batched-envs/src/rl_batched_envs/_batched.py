@@ -267,6 +267,7 @@ class BatchedEnvBase(EnvBase):
             next_keys=[*cache["observation_keys"], *cache["reward_keys"], *cache["done_keys"]],
             root_keys=[*cache["observation_keys"], *cache["done_keys"], *cache["state_keys"]],
             optional_keys=cache["state_keys"],
+            previous_keys=cache["observation_keys"],
             reset_levels=[
                 (
                     (*level, "_reset") if level else "_reset",
@@ -280,6 +281,8 @@ class BatchedEnvBase(EnvBase):
         _, in_buf, next_buf, root_buf = buffers
         state = self.__dict__
         state["_in_pairs"] = [(k, in_buf.get(k)) for k in layout.in_keys]
+        state["_previous_pairs"] = [(k, root_buf.get(k)) for k in layout.previous_keys]
+        state["_root_stale"] = False
         state["_mask_buf"] = in_buf
         state["_next_buf"] = next_buf
         state["_root_buf"] = root_buf
@@ -454,6 +457,7 @@ class BatchedEnvBase(EnvBase):
             value = tensordict.get(key, None)
             if value is not None:
                 buf.copy_(value)
+        self._take_previous(tensordict)
         if envs is None:
             self._step_all()
         else:
@@ -478,11 +482,27 @@ class BatchedEnvBase(EnvBase):
             value = tensordict.get(key, None)
             if value is not None:
                 buf.copy_(value)
+        if self._root_stale:  # a step() came last: the workers' root data is not current
+            self._take_previous(tensordict)
+            self.__dict__["_root_stale"] = False
         self._step_reset_all()
         tensordict.set("next", self._output(self._next_buf))
         root = advance_root(self, tensordict)
         root.update(self._output(self._root_buf))
         return tensordict, root
+
+    def _take_previous(self, tensordict: TensorDictBase) -> None:
+        """Copy the observations of ``tensordict`` (the previous step's data) into the
+        root buffer, which the sub-envs' ``_step`` reads them from.
+
+        ``step_and_maybe_reset`` keeps the root buffer current inside the workers, so
+        only ``step()`` needs this; an entry a transform reshaped is left out.
+        """
+        for key, buf in self._previous_pairs:
+            value = tensordict.get(key, None)
+            if isinstance(value, torch.Tensor) and value.shape == buf.shape:
+                buf.copy_(value)
+        self.__dict__["_root_stale"] = True
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         self._ensure_started()
@@ -511,6 +531,8 @@ class BatchedEnvBase(EnvBase):
         out = self._output(self._root_buf)
         if envs is not None:
             self._keep_previous(out, tensordict, envs)
+        else:
+            self.__dict__["_root_stale"] = False
         return out
 
     def _keep_previous(self, out: TensorDictBase, previous: TensorDictBase, envs: list) -> None:

@@ -45,10 +45,12 @@ def step_envs(parent: BatchedEnvBase, envs: list[int], tensordict: TensorDictBas
             parent._last_next[i] = nxt
         return parent._stack([parent._last_next[i] for i in envs])
     idx = torch.tensor(envs)
-    for key, buf in parent._in_pairs:
-        value = tensordict.get(key, None)
-        if value is not None:
-            buf[idx] = value.to(buf.device)
+    for pairs in (parent._in_pairs, parent._previous_pairs):
+        for key, buf in pairs:
+            value = tensordict.get(key, None)
+            if isinstance(value, torch.Tensor) and value.shape[1:] == buf.shape[1:]:
+                buf[idx] = value.to(buf.device)
+    parent.__dict__["_root_stale"] = True
     partial = mask is not None and len(parent.batch_size) > 1
     if partial:
         rows = parent._mask_buf.get("_step")
