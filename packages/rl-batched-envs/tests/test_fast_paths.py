@@ -11,8 +11,9 @@ from tensordict import TensorDict
 
 import rl_batched_envs._layout as layout
 from rl_batched_envs import ParallelEnv, SerialEnv
-from rl_batched_envs._batched import clone_entries, flat_entries
+from rl_batched_envs._env_group import flat_entries
 from rl_batched_envs._layout import worker_spans
+from rl_batched_envs._stacking import clone_entries
 from rl_envs_core.testing import CountingEnv, assert_close_nan
 from rl_specs import Composite
 

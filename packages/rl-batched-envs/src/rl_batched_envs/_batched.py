@@ -1,7 +1,8 @@
 """``BatchedEnvBase``: what ``SerialEnv`` and ``ParallelEnv`` share.
 
-Argument handling, specs stacked from the sub-envs' metadata, the buffers that
-carry inputs and outputs, partial steps/resets, seeding and attribute forwarding.
+Argument handling, specs stacked from the sub-envs' metadata (``_stacking``), the
+buffers that carry inputs and outputs, partial steps/resets, seeding, attribute
+forwarding and indexing (``env[i]``, a view made in ``_indexed``).
 Subclasses provide the transport: :meth:`_launch` (build the envs and return their
 metadata), :meth:`_call` (run an ``EnvGroup`` method in some workers) and
 :meth:`_step_all` / :meth:`_step_reset_all` (the hot paths).
@@ -9,100 +10,31 @@ metadata), :meth:`_call` (run an ``EnvGroup`` method in some workers) and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
-from tensordict import LazyStackedTensorDict, NestedKey, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rl_batched_envs._env_group import BufferLayout, flat_entries
+from rl_batched_envs._env_group import flat_entries
 from rl_batched_envs._indexed import view_class
 from rl_batched_envs._selection import active_envs, normalize_index, reset_targets
+from rl_batched_envs._stacking import (
+    EnvFactory,
+    as_list,
+    check_sub_batch,
+    clone_entries,
+    make_buffers,
+    non_tensor_keys,
+    stack_specs,
+)
 from rl_envs_core import EnvBase, EnvMetaData
 from rl_envs_core.extension import (
     advance_root,
     install_stacked_specs,
     key_layout,
-    new_unchecked,
 )
-from rl_specs import Composite, NonTensor, contains_lazy_spec
-
-EnvFactory = Callable[..., EnvBase]
-
-
-class _CountMismatchError(ValueError, RuntimeError):
-    """A per-worker list of the wrong length: a bad value (``ValueError``) that TorchRL
-    code catches as the ``RuntimeError`` it raises there."""
-
-
-class OptionConflictError(ValueError, RuntimeError):
-    """Constructor options that cannot go together: a bad value (``ValueError``) that
-    TorchRL code catches as the ``RuntimeError`` it raises there."""
-
-
-def _non_tensor_keys(specs: Composite) -> list[str]:
-    """The non-tensor leaves (strings, objects) of the stacked specs, as strings."""
-    return [
-        str(key)
-        for key, leaf in specs.items(include_nested=True, leaves_only=True)
-        if isinstance(leaf, NonTensor)
-    ]
-
-
-def _as_list(value: Any, n: int, name: str, kind: type | tuple) -> list:  # Any: one or many
-    if isinstance(value, (kind, str)) or not isinstance(value, Sequence):
-        return [value] * n
-    if len(value) != n:
-        raise _CountMismatchError(
-            f"len({name}) and num_workers mismatch: {name} must be a single item or a "
-            f"sequence of num_workers={n} items, got {len(value)} items. Pass one per env "
-            f"or a single one for all."
-        )
-    return list(value)
-
-
-def stack_specs(metas: Sequence[EnvMetaData]) -> tuple[Composite, bool]:
-    """The sub-envs' specs stacked along a new first dim, and whether the stack is lazy."""
-    first = metas[0].specs
-    if all(m.specs == first for m in metas[1:]):
-        specs = first.expand(len(metas), *first.shape).clone()
-    else:
-        specs = torch.stack([m.specs for m in metas], 0)
-    return specs, contains_lazy_spec(specs)
-
-
-def check_sub_batch(owner: str, metas: Sequence[EnvMetaData]) -> torch.Size:
-    """The sub-envs' common batch size.
-
-    Raises:
-        ValueError: the sub-envs have different batch sizes.
-    """
-    sub_batch = metas[0].batch_size
-    for i, meta in enumerate(metas):
-        if meta.batch_size != sub_batch:
-            raise ValueError(
-                f"{owner} needs sub-envs with one batch size: env 0 has "
-                f"{tuple(sub_batch)}, env {i} has {tuple(meta.batch_size)}. Build every "
-                f"env with the same batch_size."
-            )
-    return sub_batch
-
-
-def clone_entries(
-    buf: TensorDictBase, entries: list[tuple[str, torch.Tensor]] | None
-) -> TensorDictBase:
-    """``buf.clone()``, from the entries :func:`flat_entries` listed (``None``: clone).
-
-    ``clone()`` walks and re-validates every entry at each call; the buffers' entries
-    never change, so the copy is one ``Tensor.clone`` per entry in a new tensordict.
-    """
-    if entries is None:
-        return buf.clone()
-    return new_unchecked({key: value.clone() for key, value in entries}, buf.batch_size, buf.device)
-
-
-def _last(key: NestedKey) -> str:
-    return key if isinstance(key, str) else key[-1]
+from rl_specs import Composite
 
 
 class BatchedEnvBase(EnvBase):
@@ -124,14 +56,14 @@ class BatchedEnvBase(EnvBase):
                 f"{type(self).__name__} expected num_workers to be a positive int, got "
                 f"{num_workers!r}."
             )
-        fns = _as_list(create_env_fn, num_workers, "create_env_fn", ())
+        fns = as_list(create_env_fn, num_workers, "create_env_fn", ())
         for fn in fns:
             if not callable(fn):
                 raise TypeError(
                     f"create_env_fn must be a callable returning an env, got "
                     f"{type(fn).__name__}. Pass the env class or a function that builds it."
                 )
-        kwargs = _as_list(create_env_kwargs or {}, num_workers, "create_env_kwargs", dict)
+        kwargs = as_list(create_env_kwargs or {}, num_workers, "create_env_kwargs", dict)
         self.__dict__["_fns"] = fns
         self.__dict__["_kwargs"] = [dict(k) for k in kwargs]
         self.__dict__["_num_workers"] = num_workers
@@ -191,7 +123,7 @@ class BatchedEnvBase(EnvBase):
         specs, lazy = stack_specs(metas)
         install_stacked_specs(self, specs, lazy=lazy)
         dynamic = key_layout(self)["dynamic"]
-        carried = _non_tensor_keys(specs)
+        carried = non_tensor_keys(specs)
         use, individual = self._use_buffers_arg, self._share_individual_td
         name = type(self).__name__
         if individual is False and lazy:
@@ -243,39 +175,7 @@ class BatchedEnvBase(EnvBase):
         return self._kwargs
 
     def _make_buffers(self, specs: Composite) -> None:
-        out, inp = specs["output_spec"], specs["input_spec"]
-        cache = key_layout(self)
-        batch = self.batch_size
-        obs = out["full_observation_spec"].zero()
-        done = out["full_done_spec"].zero()
-        state = inp["full_state_spec"].zero()
-        in_buf = inp["full_action_spec"].zero()
-        in_buf.update(state)
-        in_buf.set("_step", torch.zeros(batch, dtype=torch.bool))
-        for level, keys in cache["done_levels"].items():
-            shape = done.get(keys[0]).shape
-            in_buf.set((*level, "_reset"), torch.zeros(shape, dtype=torch.bool))
-        next_buf = obs.clone()
-        next_buf.update(out["full_reward_spec"].zero())
-        next_buf.update(done.clone())
-        root_buf = obs.clone()
-        root_buf.update(done.clone())
-        root_buf.update(state.clone())
-        layout = BufferLayout(
-            in_keys=[*cache["action_keys"], *cache["state_keys"]],
-            mask_keys=["_step", *cache["reset_keys"]],
-            next_keys=[*cache["observation_keys"], *cache["reward_keys"], *cache["done_keys"]],
-            root_keys=[*cache["observation_keys"], *cache["done_keys"], *cache["state_keys"]],
-            optional_keys=cache["state_keys"],
-            previous_keys=cache["observation_keys"],
-            reset_levels=[
-                (
-                    (*level, "_reset") if level else "_reset",
-                    next((k for k in keys if _last(k) == "done"), keys[0]),
-                )
-                for level, keys in cache["done_levels"].items()
-            ],
-        )
+        layout, in_buf, next_buf, root_buf = make_buffers(specs, key_layout(self), self.batch_size)
         buffers = (layout, *(self._share(b.cpu()) for b in (in_buf, next_buf, root_buf)))
         self._attach(buffers)
         _, in_buf, next_buf, root_buf = buffers
@@ -337,7 +237,7 @@ class BatchedEnvBase(EnvBase):
 
         Running sub-envs are closed; the env restarts with the new kwargs on next use.
         """
-        new = _as_list(kwargs, self.num_workers, "kwargs", dict)
+        new = as_list(kwargs, self.num_workers, "kwargs", dict)
         for old, extra in zip(self._kwargs, new):
             old.update(extra)
         if self._running:

@@ -8,10 +8,11 @@ from collections.abc import Sequence
 import torch
 from tensordict import TensorDictBase
 
-from rl_batched_envs._batched import BatchedEnvBase, EnvFactory, OptionConflictError
+from rl_batched_envs._batched import BatchedEnvBase
 from rl_batched_envs._errors import WorkerDiedError
 from rl_batched_envs._layout import worker_spans
 from rl_batched_envs._serial import SerialEnv
+from rl_batched_envs._stacking import EnvFactory, OptionConflictError
 from rl_batched_envs._worker import (
     DEFAULT_TIMEOUT,
     STEP,

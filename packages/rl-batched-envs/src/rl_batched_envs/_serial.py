@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 import torch
 
-from rl_batched_envs._batched import BatchedEnvBase, EnvFactory
+from rl_batched_envs._batched import BatchedEnvBase
 from rl_batched_envs._env_group import EnvGroup, build_envs
+from rl_batched_envs._stacking import EnvFactory
 from rl_envs_core import EnvMetaData
 
 
