@@ -68,9 +68,14 @@ def test_non_tensor_entries_pass_through_by_value(cls):
         env.close()
 
 
-def test_buffers_asked_for_non_tensor_entries_name_them():
-    with pytest.raises(ValueError, match="'tag'"):
-        SerialEnv(2, TaggedEnv, use_buffers=True)
+@pytest.mark.parametrize("cls", [SerialEnv, ParallelEnv])
+def test_non_tensor_entries_pass_even_when_buffers_are_asked_for(cls):
+    env = cls(2, TaggedEnv, [{"tag": "a"}, {"tag": "b"}], use_buffers=True)
+    try:
+        assert not env._use_buffers
+        assert [list(r) for r in env.rollout(2)["next", "tag"]] == [["a", "a"], ["b", "b"]]
+    finally:
+        env.close()
 
 
 def test_serial_for_single_builds_a_serial_env_for_one_worker_only():
@@ -169,3 +174,16 @@ def test_factories_and_kwargs_are_readable():
     assert env.create_env_fn == [CountingEnv, CountingEnv]
     assert env.create_env_kwargs == [{"max_steps": 3}, {"max_steps": 3}]
     env.close()
+
+
+@pytest.mark.parametrize("cls", [SerialEnv, ParallelEnv])
+def test_partial_steps_of_envs_with_non_tensor_entries(cls):
+    env = cls(2, TaggedEnv, [{"tag": "a"}, {"tag": "b"}])
+    try:
+        td = env.rand_action(env.reset())
+        td["_step"] = torch.tensor([True, False])  # env 1 keeps its example data
+        out = env.step(td)["next"]
+        assert list(out["tag"]) == ["a", "b"]
+        assert out["observation"].squeeze(-1).tolist() == [1.0, 0.0]
+    finally:
+        env.close()

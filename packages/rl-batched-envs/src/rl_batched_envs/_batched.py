@@ -37,6 +37,11 @@ from rl_envs_core.extension import (
 from rl_specs import Composite
 
 
+def _on_env_device(td: TensorDictBase, device: torch.device | None) -> TensorDictBase:
+    """``td`` (and its non-tensor leaves) on ``device``, or on none when it is ``None``."""
+    return td.to(device) if device is not None else td.copy().clear_device_()
+
+
 class BatchedEnvBase(EnvBase):
     """Common base of batched envs; see :class:`SerialEnv` for the arguments."""
 
@@ -137,13 +142,9 @@ class BatchedEnvBase(EnvBase):
                 f"sub-env, which use_buffers=True (one preallocated tensordict) cannot give. "
                 f"Pass use_buffers=None or False."
             )
-        if use and carried:
-            raise ValueError(
-                f"{name}(use_buffers=True) moves data through preallocated tensor buffers, "
-                f"which cannot hold the non-tensor entries {carried} the sub-envs declare. "
-                f"Pass use_buffers=None or False (their values then pass by value)."
-            )
-        if use is None:
+        if use is None or (use and carried):
+            # tensor buffers cannot hold strings: with non-tensor entries the data
+            # moves pickled, so that their values pass through (use_buffers=True too)
             use = not (lazy or dynamic or individual or carried)
         elif use and (lazy or dynamic):
             raise ValueError(
@@ -156,8 +157,10 @@ class BatchedEnvBase(EnvBase):
         if use:
             self._make_buffers(specs)
         else:
-            self.__dict__["_last_next"] = [m.tensordict.get("next") for m in metas]
-            self.__dict__["_last_root"] = [m.tensordict.exclude("next") for m in metas]
+            # the sub-envs' example data, on their device as their outputs will be
+            examples = [_on_env_device(m.tensordict, m.device) for m in metas]
+            self.__dict__["_last_next"] = [td.get("next") for td in examples]
+            self.__dict__["_last_root"] = [td.exclude("next") for td in examples]
 
     @property
     def share_individual_td(self) -> bool:

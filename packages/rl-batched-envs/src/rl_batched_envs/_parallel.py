@@ -95,7 +95,9 @@ class ParallelEnv(BatchedEnvBase):
         mp_start_method (str, optional): ``"fork"``, ``"spawn"`` or
             ``"forkserver"``. Defaults to ``None`` (fork where safe).
         use_buffers (bool, optional): use shared-memory buffers. Defaults to
-            ``None`` (whenever the specs are static and stackable).
+            ``None`` (whenever the specs are static and stackable). Sub-envs with
+            non-tensor entries (strings...) move their data pickled, even with
+            ``True``: tensor buffers cannot hold those values.
         num_threads (int, optional): torch threads of the main process. Defaults
             to ``None`` (unchanged).
         num_sub_threads (int, optional): torch threads of each worker. Defaults to ``1``.

@@ -38,7 +38,9 @@ class SerialEnv(BatchedEnvBase):
         device (torch.device, optional): the device of the batched env's data.
             Defaults to ``None`` (the sub-envs' device).
         use_buffers (bool, optional): move data through preallocated buffers.
-            Defaults to ``None`` (whenever the specs are static and stackable).
+            Defaults to ``None`` (whenever the specs are static and stackable). Sub-envs with
+            non-tensor entries (strings...) move their data pickled, even with
+            ``True``: tensor buffers cannot hold those values.
         num_threads (int, optional): torch threads of this process. Defaults to
             ``None`` (unchanged).
         mp_start_method (str, optional): accepted so that code written for
