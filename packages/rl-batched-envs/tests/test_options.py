@@ -187,3 +187,18 @@ def test_partial_steps_of_envs_with_non_tensor_entries(cls):
         assert out["observation"].squeeze(-1).tolist() == [1.0, 0.0]
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("cls", [SerialEnv, ParallelEnv])
+def test_outputs_on_another_cpu_ordinal_are_writable_copies(cls):
+    env = cls(2, partial(CountingEnv, device="cpu:0"), device="cpu:1")
+    try:
+        td = env.reset()
+        assert td.device == torch.device("cpu:1") and not td.is_locked
+        first = env.rand_step(td)
+        env.rand_step(first["next"].clone())
+        # the first step's data is not overwritten by the second one
+        assert first["next", "observation"].squeeze(-1).tolist() == [1.0, 1.0]
+        first["next", "observation"] += 1  # and can be edited
+    finally:
+        env.close()

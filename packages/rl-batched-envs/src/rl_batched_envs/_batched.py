@@ -317,10 +317,15 @@ class BatchedEnvBase(EnvBase):
         return routed
 
     def _output(self, buf: TensorDictBase) -> TensorDictBase:
+        """A copy of ``buf`` (never a view: the buffers are overwritten at the next step)
+        on the env's device."""
         device = self.device
-        if device is not None and device != buf.device:
-            return buf.to(device)
-        return clone_entries(buf, self._entries[id(buf)])
+        if device is None or device == buf.device:
+            return clone_entries(buf, self._entries[id(buf)])
+        if device.type == buf.device.type:  # another ordinal of the same memory: copy
+            return clone_entries(buf, self._entries[id(buf)]).to(device)
+        out = buf.to(device)
+        return out.unlock_() if out.is_locked else out
 
     def _stack(self, tds: list[TensorDictBase]) -> TensorDictBase:
         if self._lazy:
