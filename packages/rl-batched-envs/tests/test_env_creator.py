@@ -63,6 +63,12 @@ class TestEnvCreator:
         assert creator.make_variant(max_steps=6)().max_steps == 6
         assert creator().max_steps == 2
 
+    def test_env_kwargs_as_keywords(self):
+        creator = EnvCreator(CountingEnv, max_steps=5)
+        assert creator().max_steps == 5 and creator.create_env_kwargs == {"max_steps": 5}
+        both = EnvCreator(CountingEnv, {"max_steps": 3}, max_steps=5, batch_size=[2])
+        assert both().max_steps == 3 and both().batch_size == (2,)  # the dict wins
+
     def test_mismatched_shared_shape_raises(self):
         creator = EnvCreator(StatsEnv)
         with pytest.raises(ValueError, match=r"shape \(1,\).*shape \(2,\)"):

@@ -11,8 +11,9 @@ from tensordict import TensorDict
 
 import rl_batched_envs._layout as layout
 from rl_batched_envs import ParallelEnv, SerialEnv
-from rl_batched_envs._batched import clone_entries, flat_entries
+from rl_batched_envs._env_group import flat_entries
 from rl_batched_envs._layout import worker_spans
+from rl_batched_envs._stacking import clone_entries
 from rl_envs_core.testing import CountingEnv, assert_close_nan
 from rl_specs import Composite
 
@@ -133,10 +134,13 @@ def test_step_input_is_a_fresh_tensordict_over_the_buffer():
         view = group.in_td[1]
         fresh = group._input(1, False)
         assert fresh is not view
-        assert sorted(fresh.keys(True, True)) == sorted(view.keys(True, True))
+        previous = group.previous[1]  # the observations of the previous step
+        expected = {*view.keys(True, True), *previous.keys(True, True)}
+        assert set(fresh.keys(True, True)) == expected and len(previous.keys(True, True))
         assert fresh.batch_size == view.batch_size and fresh.device == view.device
-        for key in view.keys(True, True):
-            assert fresh.get(key).data_ptr() == view.get(key).data_ptr()
+        for source in (view, previous):
+            for key in source.keys(True, True):
+                assert fresh.get(key).data_ptr() == source.get(key).data_ptr()
         fresh.set("extra", torch.zeros(()))  # an env adding entries leaves the view alone
         assert "extra" not in view.keys()
         assert (group.in_src[1] is None) == (factory is NestedActionEnv)

@@ -115,7 +115,16 @@ class TestMultiThreadedEnv:
     @pytest.mark.parametrize("env_id", CLASSIC_CONTROL)
     def test_check_env_specs(self, env_id):
         check_env_specs(MultiThreadedEnv(2, env_id))
-        check_env_specs(MultiThreadedEnv(2, env_id, categorical_action_encoding=True))
+        check_env_specs(MultiThreadedEnv(2, env_id, categorical_action_encoding=False))
+
+    def test_discrete_actions_are_indices_by_default(self):
+        env = MultiThreadedEnv(3, "CartPole-v1", seed=0)
+        assert isinstance(env.action_spec, Categorical) and env.action_spec.shape == (3,)
+        td = env.reset()
+        td["action"] = torch.tensor([0, 1, 1])  # what TorchRL code writes for envpool
+        assert env.step(td)["next", "observation"].shape == (3, 4)
+        one_hot = MultiThreadedEnv(3, "CartPole-v1", categorical_action_encoding=False)
+        assert isinstance(one_hot.action_spec, OneHot) and one_hot.action_spec.shape == (3, 2)
 
     @pytest.mark.parametrize(
         "args",

@@ -191,6 +191,25 @@ class TestVectorEnvs:
         assert data["next", "observation"][..., 1].tolist() == [[1.0], [1.0]]
         assert np.all(data["next", "done"].numpy())
 
+    @pytest.mark.parametrize("mode", [AutoresetMode.NEXT_STEP, AutoresetMode.SAME_STEP])
+    def test_auto_resetting_vector_envs_read_their_infos(self, toy_env_id, mode):
+        env = GymWrapper(_vector(toy_env_id, mode, max_steps=2))
+        assert "count" in env.observation_spec.keys()  # numeric infos only, no "_private"
+        assert "_private" not in env.observation_spec.keys()
+        assert (
+            "count"
+            not in GymWrapper(_vector(toy_env_id, AutoresetMode.DISABLED)).observation_spec.keys()
+        )
+        check_env_specs(env)
+
+    def test_same_step_gives_the_terminal_info_and_the_reset_info_after(self, toy_env_id):
+        env = GymWrapper(_vector(toy_env_id, AutoresetMode.SAME_STEP, max_steps=2))
+        data = env.rollout(5, break_when_any_done=False)
+        # the info count follows the step count t: 1, 2 (terminal), then 0 after the reset
+        assert data["next", "count"][0].tolist() == [1, 2, 1, 2, 1]
+        assert data["count"][0].tolist() == [0, 1, 0, 1, 0]
+        assert data["next", "count"].tolist() == data["next", "observation"][..., 1].tolist()
+
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -265,8 +284,9 @@ class _DictActionEnv(gym.Env):
 def test_dict_action_spaces_receive_arrays_and_scalar_observations_take_the_spec_shape():
     raw = _DictActionEnv()
     data = GymWrapper(raw).rollout(3)
-    assert all(isinstance(a["a0"], np.ndarray) and isinstance(a["a1"], np.ndarray)
-               for a in raw.received)
+    assert all(
+        isinstance(a["a0"], np.ndarray) and isinstance(a["a1"], np.ndarray) for a in raw.received
+    )
     assert data["next", "observation"].shape == (3, 1)
 
 

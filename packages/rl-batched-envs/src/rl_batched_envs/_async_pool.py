@@ -19,15 +19,11 @@ from typing import Any
 import torch
 from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rl_batched_envs._batched import (
-    active_envs,
-    check_sub_batch,
-    reset_targets,
-    stack_specs,
-)
 from rl_batched_envs._env_group import build_envs
 from rl_batched_envs._errors import WorkerDiedError
 from rl_batched_envs._pickling import dumps
+from rl_batched_envs._selection import active_envs, reset_targets
+from rl_batched_envs._stacking import check_sub_batch, stack_specs
 from rl_batched_envs._worker import CALL, DEFAULT_TIMEOUT, WorkerPool, default_start_method
 from rl_envs_core import EnvBase, EnvMetaData
 from rl_envs_core.extension import install_stacked_specs

@@ -1,7 +1,8 @@
 """``BatchedEnvBase``: what ``SerialEnv`` and ``ParallelEnv`` share.
 
-Argument handling, specs stacked from the sub-envs' metadata, the buffers that
-carry inputs and outputs, partial steps/resets, seeding and attribute forwarding.
+Argument handling, specs stacked from the sub-envs' metadata (``_stacking``), the
+buffers that carry inputs and outputs, partial steps/resets, seeding, attribute
+forwarding and indexing (``env[i]``, a view made in ``_indexed``).
 Subclasses provide the transport: :meth:`_launch` (build the envs and return their
 metadata), :meth:`_call` (run an ``EnvGroup`` method in some workers) and
 :meth:`_step_all` / :meth:`_step_reset_all` (the hot paths).
@@ -9,113 +10,36 @@ metadata), :meth:`_call` (run an ``EnvGroup`` method in some workers) and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
-from tensordict import LazyStackedTensorDict, NestedKey, TensorDictBase
+from tensordict import LazyStackedTensorDict, TensorDictBase
 
-from rl_batched_envs._env_group import BufferLayout, flat_entries
+from rl_batched_envs._env_group import flat_entries
+from rl_batched_envs._indexed import view_class
+from rl_batched_envs._selection import active_envs, normalize_index, reset_targets
+from rl_batched_envs._stacking import (
+    EnvFactory,
+    as_list,
+    check_sub_batch,
+    clone_entries,
+    make_buffers,
+    non_tensor_keys,
+    stack_specs,
+)
 from rl_envs_core import EnvBase, EnvMetaData
 from rl_envs_core.extension import (
     advance_root,
     install_stacked_specs,
     key_layout,
-    new_unchecked,
 )
-from rl_specs import Composite, contains_lazy_spec
-
-EnvFactory = Callable[..., EnvBase]
+from rl_specs import Composite
 
 
-class _CountMismatchError(ValueError, RuntimeError):
-    """A per-worker list of the wrong length: a bad value (``ValueError``) that TorchRL
-    code catches as the ``RuntimeError`` it raises there."""
-
-
-def _as_list(value: Any, n: int, name: str, kind: type | tuple) -> list:  # Any: one or many
-    if isinstance(value, (kind, str)) or not isinstance(value, Sequence):
-        return [value] * n
-    if len(value) != n:
-        raise _CountMismatchError(
-            f"len({name}) and num_workers mismatch: {name} must be a single item or a "
-            f"sequence of num_workers={n} items, got {len(value)} items. Pass one per env "
-            f"or a single one for all."
-        )
-    return list(value)
-
-
-def stack_specs(metas: Sequence[EnvMetaData]) -> tuple[Composite, bool]:
-    """The sub-envs' specs stacked along a new first dim, and whether the stack is lazy."""
-    first = metas[0].specs
-    if all(m.specs == first for m in metas[1:]):
-        specs = first.expand(len(metas), *first.shape).clone()
-    else:
-        specs = torch.stack([m.specs for m in metas], 0)
-    return specs, contains_lazy_spec(specs)
-
-
-def check_sub_batch(owner: str, metas: Sequence[EnvMetaData]) -> torch.Size:
-    """The sub-envs' common batch size.
-
-    Raises:
-        ValueError: the sub-envs have different batch sizes.
-    """
-    sub_batch = metas[0].batch_size
-    for i, meta in enumerate(metas):
-        if meta.batch_size != sub_batch:
-            raise ValueError(
-                f"{owner} needs sub-envs with one batch size: env 0 has "
-                f"{tuple(sub_batch)}, env {i} has {tuple(meta.batch_size)}. Build every "
-                f"env with the same batch_size."
-            )
-    return sub_batch
-
-
-def clone_entries(
-    buf: TensorDictBase, entries: list[tuple[str, torch.Tensor]] | None
-) -> TensorDictBase:
-    """``buf.clone()``, from the entries :func:`flat_entries` listed (``None``: clone).
-
-    ``clone()`` walks and re-validates every entry at each call; the buffers' entries
-    never change, so the copy is one ``Tensor.clone`` per entry in a new tensordict.
-    """
-    if entries is None:
-        return buf.clone()
-    return new_unchecked({key: value.clone() for key, value in entries}, buf.batch_size, buf.device)
-
-
-def _last(key: NestedKey) -> str:
-    return key if isinstance(key, str) else key[-1]
-
-
-def active_envs(mask: torch.Tensor | None, n: int) -> list[int] | None:
-    """The sub-envs a ``"_step"``/``"_reset"`` mask selects (``None``: no mask, all)."""
-    if mask is None:
-        return None
-    flags = mask.reshape(n, -1).any(-1).tolist()
-    return [i for i, f in enumerate(flags) if f]
-
-
-def reset_targets(
-    tensordict: TensorDictBase | None, reset_keys: Sequence[NestedKey], n: int
-) -> tuple[list[NestedKey], list[int] | None]:
-    """The ``"_reset"`` keys present and the sub-envs to reset (``None``: all).
-
-    A root ``"_reset"`` decides alone; otherwise a sub-env is reset when any
-    nested mask selects one of its elements.
-    """
-    if tensordict is None:
-        return [], None
-    found = [k for k in reset_keys if tensordict.get(k, None) is not None]
-    if "_reset" in found:
-        return found, active_envs(tensordict.get("_reset"), n)
-    if not found:
-        return found, None
-    flags = torch.zeros(n, dtype=torch.bool)
-    for key in found:
-        flags |= tensordict.get(key).reshape(n, -1).any(-1).cpu()
-    return found, flags.nonzero().squeeze(-1).tolist()
+def _on_env_device(td: TensorDictBase, device: torch.device | None) -> TensorDictBase:
+    """``td`` (and its non-tensor leaves) on ``device``, or on none when it is ``None``."""
+    return td.to(device) if device is not None else td.copy().clear_device_()
 
 
 class BatchedEnvBase(EnvBase):
@@ -130,24 +54,26 @@ class BatchedEnvBase(EnvBase):
         device: torch.device | str | None = None,
         use_buffers: bool | None = None,
         num_threads: int | None = None,
+        share_individual_td: bool | None = None,
     ) -> None:
         if not isinstance(num_workers, int) or num_workers < 1:
             raise ValueError(
                 f"{type(self).__name__} expected num_workers to be a positive int, got "
                 f"{num_workers!r}."
             )
-        fns = _as_list(create_env_fn, num_workers, "create_env_fn", ())
+        fns = as_list(create_env_fn, num_workers, "create_env_fn", ())
         for fn in fns:
             if not callable(fn):
                 raise TypeError(
                     f"create_env_fn must be a callable returning an env, got "
                     f"{type(fn).__name__}. Pass the env class or a function that builds it."
                 )
-        kwargs = _as_list(create_env_kwargs or {}, num_workers, "create_env_kwargs", dict)
+        kwargs = as_list(create_env_kwargs or {}, num_workers, "create_env_kwargs", dict)
         self.__dict__["_fns"] = fns
         self.__dict__["_kwargs"] = [dict(k) for k in kwargs]
         self.__dict__["_num_workers"] = num_workers
         self.__dict__["_use_buffers_arg"] = use_buffers
+        self.__dict__["_share_individual_td"] = share_individual_td
         if num_threads is not None:
             torch.set_num_threads(num_threads)
         metas = self._start_and_collect()
@@ -202,61 +128,64 @@ class BatchedEnvBase(EnvBase):
         specs, lazy = stack_specs(metas)
         install_stacked_specs(self, specs, lazy=lazy)
         dynamic = key_layout(self)["dynamic"]
-        use = self._use_buffers_arg
-        if use is None:
-            use = not (lazy or dynamic)
+        carried = non_tensor_keys(specs)
+        use, individual = self._use_buffers_arg, self._share_individual_td
+        name = type(self).__name__
+        if individual is False and lazy:
+            raise ValueError(
+                f"{name}(share_individual_td=False) needs sub-envs whose data stacks into "
+                f"one tensordict, but their specs differ. Pass share_individual_td=None or True."
+            )
+        if individual and use:
+            raise ValueError(
+                f"{name}(share_individual_td=True) returns a lazy stack of one tensordict per "
+                f"sub-env, which use_buffers=True (one preallocated tensordict) cannot give. "
+                f"Pass use_buffers=None or False."
+            )
+        if use is None or (use and carried):
+            # tensor buffers cannot hold strings: with non-tensor entries the data
+            # moves pickled, so that their values pass through (use_buffers=True too)
+            use = not (lazy or dynamic or individual or carried)
         elif use and (lazy or dynamic):
             raise ValueError(
-                f"{type(self).__name__}(use_buffers=True) needs static, stackable specs, but "
+                f"{name}(use_buffers=True) needs static, stackable specs, but "
                 f"the sub-envs have {'heterogeneous' if lazy else 'dynamic (-1)'} specs. Pass "
                 f"use_buffers=None or False."
             )
         self.__dict__["_use_buffers"] = use
-        self.__dict__["_lazy"] = lazy or dynamic
+        self.__dict__["_lazy"] = bool(lazy or dynamic or individual)
         if use:
             self._make_buffers(specs)
         else:
-            self.__dict__["_last_next"] = [m.tensordict.get("next") for m in metas]
-            self.__dict__["_last_root"] = [m.tensordict.exclude("next") for m in metas]
+            # the sub-envs' example data, on their device as their outputs will be
+            examples = [_on_env_device(m.tensordict, m.device) for m in metas]
+            self.__dict__["_last_next"] = [td.get("next") for td in examples]
+            self.__dict__["_last_root"] = [td.exclude("next") for td in examples]
+
+    @property
+    def share_individual_td(self) -> bool:
+        """Whether the data comes back as a lazy stack of one tensordict per sub-env."""
+        return self._lazy
+
+    @property
+    def create_env_fn(self) -> list[EnvFactory]:
+        """The factory of each sub-env."""
+        return list(self._fns)
+
+    @property
+    def create_env_kwargs(self) -> list[dict]:
+        """The kwargs each sub-env is built with (see :meth:`update_kwargs`)."""
+        return self._kwargs
 
     def _make_buffers(self, specs: Composite) -> None:
-        out, inp = specs["output_spec"], specs["input_spec"]
-        cache = key_layout(self)
-        batch = self.batch_size
-        obs = out["full_observation_spec"].zero()
-        done = out["full_done_spec"].zero()
-        state = inp["full_state_spec"].zero()
-        in_buf = inp["full_action_spec"].zero()
-        in_buf.update(state)
-        in_buf.set("_step", torch.zeros(batch, dtype=torch.bool))
-        for level, keys in cache["done_levels"].items():
-            shape = done.get(keys[0]).shape
-            in_buf.set((*level, "_reset"), torch.zeros(shape, dtype=torch.bool))
-        next_buf = obs.clone()
-        next_buf.update(out["full_reward_spec"].zero())
-        next_buf.update(done.clone())
-        root_buf = obs.clone()
-        root_buf.update(done.clone())
-        root_buf.update(state.clone())
-        layout = BufferLayout(
-            in_keys=[*cache["action_keys"], *cache["state_keys"]],
-            mask_keys=["_step", *cache["reset_keys"]],
-            next_keys=[*cache["observation_keys"], *cache["reward_keys"], *cache["done_keys"]],
-            root_keys=[*cache["observation_keys"], *cache["done_keys"], *cache["state_keys"]],
-            optional_keys=cache["state_keys"],
-            reset_levels=[
-                (
-                    (*level, "_reset") if level else "_reset",
-                    next((k for k in keys if _last(k) == "done"), keys[0]),
-                )
-                for level, keys in cache["done_levels"].items()
-            ],
-        )
+        layout, in_buf, next_buf, root_buf = make_buffers(specs, key_layout(self), self.batch_size)
         buffers = (layout, *(self._share(b.cpu()) for b in (in_buf, next_buf, root_buf)))
         self._attach(buffers)
         _, in_buf, next_buf, root_buf = buffers
         state = self.__dict__
         state["_in_pairs"] = [(k, in_buf.get(k)) for k in layout.in_keys]
+        state["_previous_pairs"] = [(k, root_buf.get(k)) for k in layout.previous_keys]
+        state["_root_stale"] = False
         state["_mask_buf"] = in_buf
         state["_next_buf"] = next_buf
         state["_root_buf"] = root_buf
@@ -311,11 +240,69 @@ class BatchedEnvBase(EnvBase):
 
         Running sub-envs are closed; the env restarts with the new kwargs on next use.
         """
-        new = _as_list(kwargs, self.num_workers, "kwargs", dict)
+        new = as_list(kwargs, self.num_workers, "kwargs", dict)
         for old, extra in zip(self._kwargs, new):
             old.update(extra)
         if self._running:
             self.close(raise_if_closed=False)
+
+    def configure_parallel(
+        self,
+        *,
+        use_buffers: bool | None = None,
+        mp_start_method: str | None = None,
+        num_threads: int | None = None,
+        num_sub_threads: int | None = None,
+        shutdown_timeout: float | None = None,
+    ) -> BatchedEnvBase:
+        """Change how the sub-envs run, while the env is not running.
+
+        The sub-envs start when the env is built, so close it first; the new
+        settings apply when it restarts (on next use). ``None`` leaves a setting
+        unchanged; the process settings have no effect on a :class:`SerialEnv`.
+
+        Keyword Args:
+            use_buffers (bool, optional): see the constructor.
+            mp_start_method (str, optional): see :class:`ParallelEnv`.
+            num_threads (int, optional): torch threads of this process (set now).
+            num_sub_threads (int, optional): torch threads of each worker process.
+            shutdown_timeout (float, optional): see :class:`ParallelEnv`.
+
+        Returns:
+            the env itself.
+
+        Raises:
+            RuntimeError: the env is running (it has started and was not closed).
+
+        Examples:
+            >>> from rl_batched_envs import SerialEnv
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = SerialEnv(2, CountingEnv)
+            >>> env.close()
+            >>> env.configure_parallel(use_buffers=False).rollout(2).batch_size
+            torch.Size([2, 2])
+            >>> env.close()
+        """
+        if self._running:
+            raise RuntimeError(
+                f"{type(self).__name__}.configure_parallel() cannot be called after the "
+                f"environment has started (its sub-envs start when it is built). Call "
+                f"env.close() first; the settings apply when it restarts."
+            )
+        if use_buffers is not None:
+            self.__dict__["_use_buffers_arg"] = use_buffers
+        if num_threads is not None:
+            torch.set_num_threads(num_threads)
+        self._configure_processes(mp_start_method, num_sub_threads, shutdown_timeout)
+        return self
+
+    def _configure_processes(
+        self,
+        mp_start_method: str | None,
+        num_sub_threads: int | None,
+        shutdown_timeout: float | None,
+    ) -> None:
+        """Process settings of :meth:`configure_parallel` (none for an in-process env)."""
 
     # ------------------------------------------------------------------ routing
     def _route(self, envs: list[int] | None) -> dict[int, list[int] | None]:
@@ -330,10 +317,15 @@ class BatchedEnvBase(EnvBase):
         return routed
 
     def _output(self, buf: TensorDictBase) -> TensorDictBase:
+        """A copy of ``buf`` (never a view: the buffers are overwritten at the next step)
+        on the env's device."""
         device = self.device
-        if device is not None and device != buf.device:
-            return buf.to(device)
-        return clone_entries(buf, self._entries[id(buf)])
+        if device is None or device == buf.device:
+            return clone_entries(buf, self._entries[id(buf)])
+        if device.type == buf.device.type:  # another ordinal of the same memory: copy
+            return clone_entries(buf, self._entries[id(buf)]).to(device)
+        out = buf.to(device)
+        return out.unlock_() if out.is_locked else out
 
     def _stack(self, tds: list[TensorDictBase]) -> TensorDictBase:
         if self._lazy:
@@ -373,6 +365,7 @@ class BatchedEnvBase(EnvBase):
             value = tensordict.get(key, None)
             if value is not None:
                 buf.copy_(value)
+        self._take_previous(tensordict)
         if envs is None:
             self._step_all()
         else:
@@ -397,11 +390,27 @@ class BatchedEnvBase(EnvBase):
             value = tensordict.get(key, None)
             if value is not None:
                 buf.copy_(value)
+        if self._root_stale:  # a step() came last: the workers' root data is not current
+            self._take_previous(tensordict)
+            self.__dict__["_root_stale"] = False
         self._step_reset_all()
         tensordict.set("next", self._output(self._next_buf))
         root = advance_root(self, tensordict)
         root.update(self._output(self._root_buf))
         return tensordict, root
+
+    def _take_previous(self, tensordict: TensorDictBase) -> None:
+        """Copy the observations of ``tensordict`` (the previous step's data) into the
+        root buffer, which the sub-envs' ``_step`` reads them from.
+
+        ``step_and_maybe_reset`` keeps the root buffer current inside the workers, so
+        only ``step()`` needs this; an entry a transform reshaped is left out.
+        """
+        for key, buf in self._previous_pairs:
+            value = tensordict.get(key, None)
+            if isinstance(value, torch.Tensor) and value.shape == buf.shape:
+                buf.copy_(value)
+        self.__dict__["_root_stale"] = True
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         self._ensure_started()
@@ -430,11 +439,14 @@ class BatchedEnvBase(EnvBase):
         out = self._output(self._root_buf)
         if envs is not None:
             self._keep_previous(out, tensordict, envs)
+        else:
+            self.__dict__["_root_stale"] = False
         return out
 
     def _keep_previous(self, out: TensorDictBase, previous: TensorDictBase, envs: list) -> None:
-        """Where a sub-env was not reset, its data is the previous data (when given)."""
-        keep = torch.ones(self.num_workers, dtype=torch.bool)
+        """Where a sub-env (of ``out``'s first dim) was not reset, its data is the
+        previous data (when given)."""
+        keep = torch.ones(out.batch_size[0], dtype=torch.bool)
         keep[envs] = False
         for key in self._layout.root_keys:
             old, new = previous.get(key, None), out.get(key)
@@ -453,24 +465,93 @@ class BatchedEnvBase(EnvBase):
         """
         return self._seed_chain(seed, static_seed)
 
-    def _seed_chain(self, seed: int | None, static_seed: bool) -> int | None:
+    def _seed_chain(
+        self, seed: int | None, static_seed: bool, envs: list[int] | None = None
+    ) -> int | None:
+        """Seed the sub-envs (``envs``, in order; ``None``: all) in turn, each with the
+        seed the previous one returned."""
         self._ensure_started()
-        for w in range(len(self._spans)):
-            seed = self._call_each("set_seed", {w: (seed, static_seed)})[w]
+        if envs is None:
+            for w in range(len(self._spans)):
+                seed = self._call_each("set_seed", {w: (seed, static_seed)})[w]
+            return seed
+        for i in envs:
+            w = self._worker_of[i]
+            local = [i - self._spans[w][0]]
+            seed = self._call_each("set_seed", {w: (seed, static_seed, local)})[w]
         return seed
 
-    def _forward(self, name: str) -> Any:  # Any: whatever the sub-envs hold
+    def _forward(self, name: str, envs: list[int] | None = None) -> Any:  # Any: sub-env values
+        """Sub-env attribute ``name`` (one value per env of ``envs``; ``None``: all), or,
+        for a method, a function calling it on each of them."""
         self._ensure_started()
-        workers = range(len(self._spans))
-        if self._call_each("is_method", {0: (name,)})[0]:
+        route = self._route(envs)
+        order = list(range(self.num_workers)) if envs is None else envs
+        spans = self._spans
+
+        def gather(results: dict) -> list:
+            by_env = {}
+            for w, local in route.items():
+                start = spans[w][0]
+                local = range(spans[w][1] - start) if local is None else local
+                for j, value in zip(local, results[w]):
+                    by_env[start + j] = value
+            return [by_env[i] for i in order]
+
+        first = next(iter(route))
+        if self._call_each("is_method", {first: (name,)})[first]:
 
             def method(*args: Any, **kwargs: Any) -> list:  # Any: forwarded arguments
-                results = self._call_each("call", {w: (name, args, kwargs) for w in workers})
-                return [r for w in workers for r in results[w]]
+                calls = {w: (name, args, kwargs, local) for w, local in route.items()}
+                return gather(self._call_each("call", calls))
 
             return method
-        results = self._call_each("get_attr", {w: (name,) for w in workers})
-        return [r for w in workers for r in results[w]]
+        return gather(self._call_each("get_attr", {w: (name, local) for w, local in route.items()}))
+
+    # ------------------------------------------------------------------ indexing
+    def _specs_of(self, envs: list[int]) -> tuple[Composite, bool]:
+        """The stacked specs of the sub-envs ``envs`` and whether the stack is lazy."""
+        return stack_specs([self._meta_data[i] for i in envs])
+
+    def __getitem__(self, item: Any) -> BatchedEnvBase:  # Any: int, slice, index sequence
+        """A live view on the sub-envs ``item`` selects (an env of the same class).
+
+        Stepping or resetting the view runs those sub-envs of this env (the data of
+        the others is untouched); attributes and methods are forwarded to them.
+        Closing the view leaves this env running; once this env is closed the view
+        raises. Boolean masks are not supported.
+
+        Raises:
+            NotImplementedError: ``item`` is a boolean mask.
+            IndexError: an index is out of range or selects no env.
+
+        Examples:
+            >>> from rl_batched_envs import SerialEnv
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> env = SerialEnv(4, CountingEnv)
+            >>> view = env[1:3]
+            >>> type(view).__name__, view.batch_size
+            ('SerialEnv', torch.Size([2]))
+            >>> _ = env.reset()
+            >>> _ = view.rand_step()
+            >>> [int(c) for c in env.count]
+            [0, 1, 1, 0]
+            >>> env.close()
+        """
+        self._ensure_started()
+        return view_class(type(self))(self, normalize_index(item, self.num_workers))
+
+    def __setitem__(self, item: Any, source: Any) -> None:  # Any: refused whatever it is
+        """Not supported: a running sub-env cannot be replaced by (a snapshot of) another.
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError(
+            f"{type(self).__name__}[{item!r}] = {type(source).__name__}: replacing sub-envs "
+            f"of a running batched env (snapshot writeback of another env's state) is not "
+            f"supported. Build a new batched env with the envs you want."
+        )
 
     def __getattr__(self, name: str) -> Any:  # Any: forwarded attribute
         try:

@@ -37,6 +37,8 @@ class EnvCreator:
             to ``None``.
         share_memory (bool, optional): share the env's parameters and buffers
             across the created envs. Defaults to ``True``.
+        **kwargs: more kwargs of ``create_env_fn`` (``EnvCreator(GymEnv,
+            env_name="Pendulum-v1")``); ``create_env_kwargs`` entries win over them.
 
     Raises:
         TypeError: ``create_env_fn`` is not callable or does not return an env.
@@ -51,6 +53,8 @@ class EnvCreator:
         3
         >>> creator.make_variant(max_steps=7)().max_steps
         7
+        >>> EnvCreator(CountingEnv, max_steps=5)().max_steps
+        5
     """
 
     def __init__(
@@ -58,6 +62,7 @@ class EnvCreator:
         create_env_fn: Callable[..., EnvBase],
         create_env_kwargs: dict | None = None,
         share_memory: bool = True,
+        **kwargs: Any,  # Any: forwarded to create_env_fn
     ) -> None:
         if not callable(create_env_fn):
             raise TypeError(
@@ -65,7 +70,7 @@ class EnvCreator:
                 f"{type(create_env_fn).__name__}. Pass the env class or a function."
             )
         self.create_env_fn = create_env_fn
-        self.create_env_kwargs = dict(create_env_kwargs or {})
+        self.create_env_kwargs = {**kwargs, **(create_env_kwargs or {})}
         self.share_memory = share_memory
         env = self._build(self.create_env_kwargs)
         self.meta_data = EnvMetaData.metadata_from_env(env)

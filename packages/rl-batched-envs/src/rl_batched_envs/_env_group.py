@@ -38,6 +38,9 @@ class BufferLayout:
         optional_keys: root keys an env may leave out (states).
         reset_levels: ``("_reset" key, done key)`` of each done level: where an env
             is done, ``step_and_maybe_reset`` resets it with the done flags as mask.
+        previous_keys: root outputs (observations) handed to an env's ``_step`` with
+            its inputs, from the root buffer: the previous step's data, as an env that
+            reads its last observation expects.
     """
 
     def __init__(
@@ -49,6 +52,7 @@ class BufferLayout:
         root_keys: Sequence[NestedKey],
         optional_keys: Sequence[NestedKey],
         reset_levels: Sequence[tuple[NestedKey, NestedKey]] = (),
+        previous_keys: Sequence[NestedKey] = (),
     ) -> None:
         self.in_keys = list(in_keys)
         self.mask_keys = list(mask_keys)
@@ -56,6 +60,7 @@ class BufferLayout:
         self.root_keys = list(root_keys)
         self.optional_keys = set(optional_keys)
         self.reset_levels = list(reset_levels)
+        self.previous_keys = list(previous_keys)
 
 
 class EnvGroup:
@@ -84,7 +89,7 @@ class EnvGroup:
         """Index the full-batch buffers once; later calls only copy tensors."""
         self.layout = layout
         self.in_td, self.masks, self.next_pairs, self.root_pairs = [], [], [], []
-        self.next_td, self.root_td = [], []
+        self.next_td, self.root_td, self.previous = [], [], []
         for j in range(len(self.envs)):
             i = self.offset + j
             view = in_buf[i]
@@ -93,6 +98,7 @@ class EnvGroup:
             nxt, root = next_buf[i], root_buf[i]
             self.next_td.append(nxt)
             self.root_td.append(root.select(*layout.root_keys))
+            self.previous.append(root.select(*layout.previous_keys))
             self.next_pairs.append([(k, nxt.get(k)) for k in layout.next_keys])
             self.root_pairs.append([(k, root.get(k)) for k in layout.root_keys])
         # the group's slice of the buffers, for the batched copies of step_and_maybe_reset
@@ -108,8 +114,11 @@ class EnvGroup:
         self.carry_src = [src for src, _ in self.carry]
         self.carry_dst = [dst for _, dst in self.carry]
         self.done_rows = [next_rows.get(done) for _, done in layout.reset_levels]
-        # each env's input entries, when they are all tensors and unnamed
-        self.in_src = [flat_entries(td) for td in self.in_td]
+        # each env's input entries with the previous data, when all are tensors and unnamed
+        self.in_src = []
+        for td, previous in zip(self.in_td, self.previous):
+            src, prev = flat_entries(td), flat_entries(previous)
+            self.in_src.append(None if src is None or prev is None else prev + src)
         # the group's rows of each step output, filled by one stack per key
         self.next_rows = [next_rows.get(k) for k in layout.next_keys]
         self.next_shapes = [rows.shape[1:] for rows in self.next_rows]
@@ -143,12 +152,12 @@ class EnvGroup:
         return exc.with_traceback(exc.__traceback__)
 
     def _input(self, j: int, partial: bool) -> TensorDictBase:
-        """A fresh tensordict over env ``j``'s input views (an env may add or replace
-        entries of its input: the views themselves must stay untouched), with the
-        ``"_step"`` mask of a partial step."""
+        """A fresh tensordict over env ``j``'s input views and previous data (an env
+        may add or replace entries of its input: the views themselves must stay
+        untouched), with the ``"_step"`` mask of a partial step."""
         src, td = self.in_src[j], self.in_td[j]
         if src is None:
-            td = td.copy()
+            td = self.previous[j].clone(recurse=False).update(td.copy())
         else:  # what copy() returns; the entries were validated when the buffers were built
             td = new_unchecked(dict(src), td.batch_size, td.device)
         if partial:
@@ -273,23 +282,28 @@ class EnvGroup:
                 raise self._blame(exc, j, "reset") from None
         return None
 
-    def set_seed(self, seed: int | None, static_seed: bool) -> int | None:
-        """Seed each env with the seed the previous one returned; return the last."""
-        for env in self.envs:
-            seed = env.set_seed(seed, static_seed=static_seed)
+    def set_seed(
+        self, seed: int | None, static_seed: bool, active: Sequence[int] | None = None
+    ) -> int | None:
+        """Seed each env (of ``active``) with the seed the previous one returned; return
+        the last."""
+        for j in self._active(active):
+            seed = self.envs[j].set_seed(seed, static_seed=static_seed)
         return seed
 
-    def get_attr(self, name: str) -> list[Any]:  # Any: arbitrary env attributes
-        """``getattr(env, name)`` of every env."""
-        return [getattr(env, name) for env in self.envs]
+    def get_attr(self, name: str, active: Sequence[int] | None = None) -> list[Any]:
+        """``getattr(env, name)`` of every env (of ``active``)."""  # Any: env attributes
+        return [getattr(self.envs[j], name) for j in self._active(active)]
 
     def is_method(self, name: str) -> bool:
         """Whether ``name`` is a method (a callable attribute) of the first env."""
         return callable(getattr(self.envs[0], name))
 
-    def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:  # Any: method results
-        """Call the method ``name`` on every env."""
-        return [getattr(env, name)(*args, **kwargs) for env in self.envs]
+    def call(
+        self, name: str, args: tuple, kwargs: dict, active: Sequence[int] | None = None
+    ) -> list[Any]:  # Any: method results
+        """Call the method ``name`` on every env (of ``active``)."""
+        return [getattr(self.envs[j], name)(*args, **kwargs) for j in self._active(active)]
 
     def metadata(self) -> list[EnvMetaData]:
         """The metadata of every env."""

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 import torch
 from tensordict import TensorDictBase
 
-from rl_batched_envs._batched import BatchedEnvBase, EnvFactory
+from rl_batched_envs._batched import BatchedEnvBase
 from rl_batched_envs._errors import WorkerDiedError
 from rl_batched_envs._layout import worker_spans
+from rl_batched_envs._serial import SerialEnv
+from rl_batched_envs._stacking import EnvFactory, OptionConflictError
 from rl_batched_envs._worker import (
     DEFAULT_TIMEOUT,
     STEP,
@@ -19,8 +21,26 @@ from rl_batched_envs._worker import (
     default_start_method,
 )
 from rl_envs_core import EnvMetaData
+from rl_envs_core.extension import register_parallel_env_factory
 
 _START_METHODS = ("fork", "spawn", "forkserver")
+# what a one-worker ParallelEnv(serial_for_single=True) hands on to its SerialEnv
+_SERIAL_KWARGS = (
+    "create_env_kwargs",
+    "device",
+    "use_buffers",
+    "num_threads",
+    "share_individual_td",
+)
+
+
+def _schema(meta: EnvMetaData) -> list[tuple]:
+    """The tensor layout of an env's specs: ``(key, class, shape, dtype)`` per leaf
+    (non-tensor payloads such as a language instruction may differ between envs)."""
+    return sorted(
+        (str(key), type(spec).__name__, tuple(spec.shape), str(spec.dtype))
+        for key, spec in meta.specs.items(include_nested=True, leaves_only=True)
+    )
 
 
 def _check_picklable(objects: Sequence[object], method: str) -> None:
@@ -75,7 +95,9 @@ class ParallelEnv(BatchedEnvBase):
         mp_start_method (str, optional): ``"fork"``, ``"spawn"`` or
             ``"forkserver"``. Defaults to ``None`` (fork where safe).
         use_buffers (bool, optional): use shared-memory buffers. Defaults to
-            ``None`` (whenever the specs are static and stackable).
+            ``None`` (whenever the specs are static and stackable). Sub-envs with
+            non-tensor entries (strings...) move their data pickled, even with
+            ``True``: tensor buffers cannot hold those values.
         num_threads (int, optional): torch threads of the main process. Defaults
             to ``None`` (unchanged).
         num_sub_threads (int, optional): torch threads of each worker. Defaults to ``1``.
@@ -88,9 +110,27 @@ class ParallelEnv(BatchedEnvBase):
             the seeding and the data do not depend on the layout.
         timeout (float, optional): seconds to wait for a worker's answer; ``None``
             waits forever. Defaults to ``120.0``.
+        share_individual_td (bool, optional): see :class:`SerialEnv`. Defaults to
+            ``None``.
+        serial_for_single (bool, optional): with ``num_workers=1``, build a
+            :class:`SerialEnv` instead (no process for a single env; the
+            process options are dropped). Defaults to ``False``.
+        metadata_from_workers (bool, optional): the workers build the envs and
+            report their metadata (which this env always does: the main process
+            builds no env) and every worker must report the same tensor layout,
+            only non-tensor payloads (e.g. a language instruction) may differ; the
+            data moves pickled (it needs ``use_buffers`` unset or ``False``) and the
+            workers are closed one at a time. Defaults to ``False``.
+        shutdown_timeout (float, optional): seconds the workers get at ``close()``
+            to close their envs and exit before they are terminated, then killed.
+            Defaults to ``10.0``.
 
     Raises:
         ValueError: a bad ``num_workers``, ``num_envs_per_worker`` or ``mp_start_method``.
+        RuntimeError: ``metadata_from_workers`` with ``use_buffers=True`` (also a
+            ``ValueError``), or workers reporting different tensor layouts with
+            ``metadata_from_workers``; or the error a worker raised building its env
+            (every worker is closed then).
         TypeError: with ``spawn``, a factory that cannot be pickled (the message
             names it).
 
@@ -117,7 +157,20 @@ class ParallelEnv(BatchedEnvBase):
         num_sub_threads: int = 1,
         num_envs_per_worker: int | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
+        share_individual_td: bool | None = None,
+        serial_for_single: bool = False,
+        metadata_from_workers: bool = False,
+        shutdown_timeout: float = 10.0,
     ) -> None:
+        del serial_for_single  # handled by __new__
+        if metadata_from_workers:
+            if use_buffers:
+                raise OptionConflictError(
+                    "ParallelEnv(metadata_from_workers=True) requires use_buffers=False: the "
+                    "workers' data is sent pickled, as their envs may differ in non-tensor "
+                    "payloads. Drop use_buffers=True."
+                )
+            use_buffers = False
         if mp_start_method is not None and mp_start_method not in _START_METHODS:
             raise ValueError(
                 f"mp_start_method must be one of {_START_METHODS} or None, got {mp_start_method!r}."
@@ -133,6 +186,8 @@ class ParallelEnv(BatchedEnvBase):
         state["_num_sub_threads"] = num_sub_threads
         state["_envs_per_worker"] = num_envs_per_worker
         state["_timeout"] = timeout
+        state["_same_schema"] = bool(metadata_from_workers)
+        state["_shutdown_timeout"] = float(shutdown_timeout)
         super().__init__(
             num_workers,
             create_env_fn,
@@ -140,7 +195,16 @@ class ParallelEnv(BatchedEnvBase):
             device=device,
             use_buffers=use_buffers,
             num_threads=num_threads,
+            share_individual_td=share_individual_td,
         )
+
+    def __new__(cls, *args: object, **kwargs: object) -> BatchedEnvBase:  # object: forwarded
+        """``serial_for_single=True`` with one worker builds a :class:`SerialEnv`."""
+        num_workers = args[0] if args else kwargs.get("num_workers")
+        if kwargs.get("serial_for_single") and num_workers == 1:
+            names = ("num_workers", "create_env_fn", *_SERIAL_KWARGS)
+            return SerialEnv(*args, **{k: v for k, v in kwargs.items() if k in names})
+        return super().__new__(cls)
 
     @property
     def mp_start_method(self) -> str:
@@ -170,10 +234,50 @@ class ParallelEnv(BatchedEnvBase):
             start_method=method,
             timeout=self._timeout,
             num_threads=self._num_sub_threads,
+            shutdown_timeout=self._shutdown_timeout,
+            close_one_at_a_time=self._same_schema,
         )
         state["_pool"] = pool
-        replies = self._guard(pool.recv, state["_all"], "start")
-        return [meta for r in replies for meta in pickle.loads(r)]
+        try:
+            replies = self._guard(pool.recv, state["_all"], "start")
+            metas = [meta for r in replies for meta in pickle.loads(r)]
+            if self._same_schema:
+                self._check_same_schema(metas)
+        except BaseException:
+            pool.close()  # the workers that did start close their envs
+            raise
+        return metas
+
+    @staticmethod
+    def _check_same_schema(metas: list[EnvMetaData]) -> None:
+        first = _schema(metas[0])
+        for i, meta in enumerate(metas[1:], 1):
+            other = _schema(meta)
+            if other != first:
+                diff = sorted(set(first) ^ set(other))[:4]
+                raise OptionConflictError(
+                    f"ParallelEnv(metadata_from_workers=True): the worker metadata are "
+                    f"incompatible: env 0 and env {i} report different tensor specs (they "
+                    f"may differ only in non-tensor payloads); differing leaves: {diff}. "
+                    f"Build envs with the same observation/action layout."
+                )
+
+    def _configure_processes(
+        self,
+        mp_start_method: str | None,
+        num_sub_threads: int | None,
+        shutdown_timeout: float | None,
+    ) -> None:
+        if mp_start_method is not None:
+            if mp_start_method not in _START_METHODS:
+                raise ValueError(
+                    f"mp_start_method must be one of {_START_METHODS}, got {mp_start_method!r}."
+                )
+            self.__dict__["_start_method"] = mp_start_method
+        if num_sub_threads is not None:
+            self.__dict__["_num_sub_threads"] = num_sub_threads
+        if shutdown_timeout is not None:
+            self.__dict__["_shutdown_timeout"] = float(shutdown_timeout)
 
     def _guard(self, fn, *args):
         try:
@@ -208,3 +312,6 @@ class ParallelEnv(BatchedEnvBase):
         pool = self.__dict__.get("_pool")
         if pool is not None:
             pool.close()
+
+
+register_parallel_env_factory(ParallelEnv)  # what GymEnv(..., num_workers=n) builds

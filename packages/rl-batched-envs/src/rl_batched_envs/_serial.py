@@ -6,8 +6,9 @@ from collections.abc import Sequence
 
 import torch
 
-from rl_batched_envs._batched import BatchedEnvBase, EnvFactory
+from rl_batched_envs._batched import BatchedEnvBase
 from rl_batched_envs._env_group import EnvGroup, build_envs
+from rl_batched_envs._stacking import EnvFactory
 from rl_envs_core import EnvMetaData
 
 
@@ -37,12 +38,20 @@ class SerialEnv(BatchedEnvBase):
         device (torch.device, optional): the device of the batched env's data.
             Defaults to ``None`` (the sub-envs' device).
         use_buffers (bool, optional): move data through preallocated buffers.
-            Defaults to ``None`` (whenever the specs are static and stackable).
+            Defaults to ``None`` (whenever the specs are static and stackable). Sub-envs with
+            non-tensor entries (strings...) move their data pickled, even with
+            ``True``: tensor buffers cannot hold those values.
         num_threads (int, optional): torch threads of this process. Defaults to
             ``None`` (unchanged).
         mp_start_method (str, optional): accepted so that code written for
             :class:`ParallelEnv` runs unchanged; a serial env starts no process and
             ignores it. Defaults to ``None``.
+        share_individual_td (bool, optional): ``True`` returns the data as a lazy
+            stack of one tensordict per sub-env (``use_buffers`` must not be
+            ``True``); ``False`` requires sub-envs whose data stacks densely.
+            Defaults to ``None`` (lazy only for heterogeneous sub-envs).
+        serial_for_single (bool, optional): accepted so that code written for
+            :class:`ParallelEnv` runs unchanged; no effect here. Defaults to ``False``.
 
     Raises:
         ValueError: ``num_workers`` is not a positive int, a list argument has the
@@ -71,8 +80,10 @@ class SerialEnv(BatchedEnvBase):
         use_buffers: bool | None = None,
         num_threads: int | None = None,
         mp_start_method: str | None = None,
+        share_individual_td: bool | None = None,
+        serial_for_single: bool = False,
     ) -> None:
-        del mp_start_method  # no process to start
+        del mp_start_method, serial_for_single  # no process to start
         super().__init__(
             num_workers,
             create_env_fn,
@@ -80,6 +91,7 @@ class SerialEnv(BatchedEnvBase):
             device=device,
             use_buffers=use_buffers,
             num_threads=num_threads,
+            share_individual_td=share_individual_td,
         )
 
     def _launch(self) -> list[EnvMetaData]:

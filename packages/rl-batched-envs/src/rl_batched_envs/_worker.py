@@ -102,18 +102,30 @@ def worker_main(
     conn.close()
 
 
-def _shutdown(processes: list, conns: list, graceful: bool) -> None:
-    """Stop every worker (close message, then SIGTERM, then SIGKILL) and close the pipes."""
+def _shutdown(
+    processes: list,
+    conns: list,
+    graceful: bool,
+    wait_s: float = _CLOSE_WAIT_S,
+    one_at_a_time: bool = False,
+) -> None:
+    """Stop every worker (close message, then SIGTERM, then SIGKILL) and close the pipes.
+
+    ``wait_s`` is the grace period for the workers to close their envs and exit;
+    ``one_at_a_time`` closes them in turn, each with its own grace period.
+    """
     if graceful:
-        for proc, conn in zip(processes, conns):
-            if proc.is_alive():
-                try:
-                    conn.send_bytes(CLOSE)
-                except OSError:
-                    pass
-        deadline = time.monotonic() + _CLOSE_WAIT_S
-        for proc in processes:
-            proc.join(max(0.0, deadline - time.monotonic()))
+        batches = [[p] for p in range(len(processes))] if one_at_a_time else [range(len(processes))]
+        for batch in batches:
+            for w in batch:
+                if processes[w].is_alive():
+                    try:
+                        conns[w].send_bytes(CLOSE)
+                    except OSError:
+                        pass
+            deadline = time.monotonic() + wait_s
+            for w in batch:
+                processes[w].join(max(0.0, deadline - time.monotonic()))
     for proc in processes:
         if proc.is_alive():
             proc.terminate()
@@ -148,6 +160,10 @@ class WorkerPool:
         start_method: ``"fork"``, ``"spawn"`` or ``"forkserver"``.
         timeout: seconds to wait for a worker's reply (``None``: forever).
         num_threads: torch threads in each worker.
+        shutdown_timeout: seconds the workers get to close their envs and exit at
+            ``close()`` before they are terminated.
+        close_one_at_a_time: close the workers in turn (each with its own grace
+            period) rather than all at once.
     """
 
     def __init__(
@@ -158,13 +174,18 @@ class WorkerPool:
         start_method: str,
         timeout: float | None,
         num_threads: int = 1,
+        shutdown_timeout: float = _CLOSE_WAIT_S,
+        close_one_at_a_time: bool = False,
     ) -> None:
         self.owner = owner
         self.timeout = timeout
         self._poller = None
         self.processes: list = []
         self.conns: list[connection.Connection] = []
-        self._finalizer = weakref.finalize(self, _shutdown, self.processes, self.conns, True)
+        self._closing = (float(shutdown_timeout), bool(close_one_at_a_time))
+        self._finalizer = weakref.finalize(
+            self, _shutdown, self.processes, self.conns, True, *self._closing
+        )
         self.start_method = start_method
         for fns, kwargs, offset in groups:
             self.start_worker(
@@ -379,4 +400,4 @@ class WorkerPool:
         """Stop every worker; idempotent."""
         self._finalizer.detach()
         self._poller = None
-        _shutdown(self.processes, self.conns, graceful)
+        _shutdown(self.processes, self.conns, graceful, *self._closing)

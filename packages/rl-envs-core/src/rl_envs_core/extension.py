@@ -19,8 +19,10 @@ rl-envs-core beyond ``rl_envs_core.__all__``:
 - **auto-reset**: :class:`CarryOverAutoReset`, the one engine behind
   ``EnvBase(auto_reset=True)`` and rl-transforms' ``AutoResetTransform``, and the
   :class:`AutoResetHandler` protocol;
-- **registry filled by a higher package**: :func:`register_transformed_env_factory`
-  (behind ``EnvBase.append_transform``).
+- **registries filled by a higher package**: :func:`register_transformed_env_factory`
+  (behind ``EnvBase.append_transform``) and :func:`register_parallel_env_factory`
+  with :func:`make_parallel_env` (rl-batched-envs' ``ParallelEnv``, which env
+  wrappers such as ``GymEnv(..., num_workers=n)`` build).
 
 Examples:
     >>> from rl_envs_core.extension import key_layout, next_of
@@ -42,6 +44,7 @@ from tensordict import NestedKey, TensorDictBase
 
 from rl_envs_core import _done
 from rl_envs_core._auto_reset import AutoResetHandler, CarryOverAutoReset
+from rl_envs_core._batch_hook import make_parallel_env, register_parallel_env_factory
 from rl_envs_core._spec_views import done_dual, install_stacked_specs
 from rl_envs_core._td import any_true, entries, get_entry, new_unchecked, set_child, set_entry
 from rl_envs_core._transform_hook import register_transformed_env_factory
@@ -60,8 +63,10 @@ __all__ = [
     "get_entry",
     "install_stacked_specs",
     "key_layout",
+    "make_parallel_env",
     "new_unchecked",
     "next_of",
+    "register_parallel_env_factory",
     "register_transformed_env_factory",
     "set_child",
     "set_entry",

@@ -62,7 +62,9 @@ class MultiThreadedEnvWrapper(EnvBase):
     Args:
         env (envpool.python.envpool.EnvPoolMixin): the pool to wrap.
         categorical_action_encoding (bool, optional): ``Discrete`` actions as indices
-            (:class:`~rl_specs.Categorical`) instead of one-hot. Defaults to ``False``.
+            (:class:`~rl_specs.Categorical`, e.g. ``torch.tensor([0, 1])`` for two envs),
+            as TorchRL's EnvPool wrapper gives them; ``False`` for one-hot
+            (:class:`~rl_specs.OneHot`). Defaults to ``True``.
 
     Keyword Args:
         disable_env_checker (bool, optional): kept for API compatibility (EnvPool has no
@@ -94,7 +96,7 @@ class MultiThreadedEnvWrapper(EnvBase):
     def __init__(
         self,
         env: Any = None,
-        categorical_action_encoding: bool = False,
+        categorical_action_encoding: bool = True,
         *,
         disable_env_checker: bool = True,
         frame_skip: int | None = None,

@@ -9,6 +9,7 @@ from typing import Any
 from rl_env_adapters._classproperty import classproperty
 from rl_env_adapters._gym._backend import gym_backend
 from rl_env_adapters._gym._wrapper import GymWrapper
+from rl_envs_core.extension import make_parallel_env
 
 __all__ = ["GymEnv"]
 
@@ -49,6 +50,12 @@ class GymEnv(GymWrapper):
             Defaults to ``False``.
 
     Keyword Args:
+        num_workers (int, optional): run this many copies, each in its own worker
+            process, as a :class:`~rl_batched_envs.ParallelEnv` (which is what
+            ``GymEnv(...)`` then returns; its workers build the envs and report their
+            metadata, ``metadata_from_workers=True``). ``1`` builds a plain
+            ``GymEnv``. Needs rl-batched-envs, imported. Defaults to ``None`` (one env,
+            in this process).
         num_envs (int, optional): run this many copies as one gymnasium vector env; the
             batch size becomes ``[num_envs]``. The vector env runs with auto-reset
             disabled and is reset per env (``reset_mask``) when an episode ends.
@@ -64,8 +71,9 @@ class GymEnv(GymWrapper):
 
     Raises:
         ValueError: if ``env_name`` is not registered (close matches are suggested),
-            or ``num_envs`` is not a positive int.
-        ImportError: if no gym backend is installed (names the extra to install).
+            or ``num_envs`` / ``num_workers`` is not a positive int.
+        ImportError: if no gym backend is installed (names the extra to install), or
+            ``num_workers`` is given without rl-batched-envs.
 
     Examples:
         >>> from rl_env_adapters import GymEnv
@@ -76,12 +84,32 @@ class GymEnv(GymWrapper):
         torch.Size([2])
     """
 
+    def __new__(cls, *args: Any, num_workers: int | None = None, **kwargs: Any) -> Any:
+        """``num_workers > 1`` returns a ``ParallelEnv`` of ``GymEnv`` s (see the class)."""
+        if num_workers is None:
+            return super().__new__(cls)
+        if not isinstance(num_workers, int) or isinstance(num_workers, bool) or num_workers < 1:
+            raise ValueError(
+                f"GymEnv expected num_workers to be a positive int, got {num_workers!r}. Pass "
+                "num_workers=None (or 1) for a single env in this process."
+            )
+        if num_workers == 1:
+            return super().__new__(cls)
+        if not args and "env_name" not in kwargs:
+            raise TypeError("GymEnv() missing the env id: GymEnv('CartPole-v1', ...).")
+        return make_parallel_env(
+            num_workers, partial(cls, *args, **kwargs), metadata_from_workers=True
+        )
+
     def __init__(
         self,
         env_name: str,
         categorical_action_encoding: bool = False,
+        *,
+        num_workers: int | None = None,
         **kwargs: Any,
     ) -> None:
+        del num_workers  # 1 or None here; more is handled by __new__
         wrapper_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _WRAPPER_KWARGS}
         env = self._make_gym_env(
             env_name,

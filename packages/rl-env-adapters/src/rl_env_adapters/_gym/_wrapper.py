@@ -117,6 +117,10 @@ class GymWrapper(GymLikeEnv):
         run_type_checks = bool(kwargs.pop("run_type_checks", False))  # GymLikeEnv drops it
         super().__init__(env=env, **kwargs)
         self.run_type_checks = run_type_checks
+        if batched and self._autoreset_mode != _compat.DISABLED:
+            # an auto-resetting vector env: its infos carry the data of the steps the
+            # backend hides (the terminal ones), so they are read, as TorchRL does
+            self.set_info_dict_reader()
 
     @staticmethod
     def _add_pixels(env: Any, pixels_only: bool) -> Any:
@@ -261,17 +265,26 @@ class GymWrapper(GymLikeEnv):
     ) -> dict[str, Any]:
         done = np.logical_or(terminated, truncated)
         source = self._read_obs(obs)
-        if self._autoreset_mode == _compat.SAME_STEP and done.any():
-            # obs holds the first observations of the new episodes: keep them for the
-            # coming partial reset and put the terminal observations in their place.
-            self.__dict__["_pending_obs"] = (done.copy(), source)
-            final = self._read_obs(_final_obs(info, obs, done))
-            source = _where(torch.from_numpy(done), final, source)
         source["reward"] = torch.from_numpy(np.asarray(reward, dtype=np.float32)).unsqueeze(-1)
         source["terminated"] = torch.from_numpy(np.asarray(terminated, dtype=bool)).unsqueeze(-1)
         source["truncated"] = torch.from_numpy(np.asarray(truncated, dtype=bool)).unsqueeze(-1)
         source["done"] = torch.from_numpy(done).unsqueeze(-1)
         return source
+
+    def _output_transform(self, step_outputs_tuple: tuple) -> tuple:
+        """Normalise a backend step; for a SAME_STEP vector env, where an episode ended,
+        give the terminal observations and infos (kept for the coming partial reset:
+        the backend already reset those envs)."""
+        out = super()._output_transform(step_outputs_tuple)
+        if self._autoreset_mode != _compat.SAME_STEP:
+            return out
+        obs, reward, terminated, truncated, done, info = out
+        ended = np.logical_or(terminated, truncated) if done is None else np.asarray(done)
+        if not ended.any():
+            return out
+        self.__dict__["_pending_obs"] = (ended.copy(), obs, info)
+        obs, info = _final_obs(info, obs, ended), _final_info(info, ended)
+        return obs, reward, terminated, truncated, done, info
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:
         mask = None
@@ -282,7 +295,7 @@ class GymWrapper(GymLikeEnv):
         pending = self.__dict__["_pending_obs"]
         if mask is not None and pending is not None and np.array_equal(mask, pending[0]):
             self.__dict__["_pending_obs"] = None
-            source = pending[1]
+            obs, info = pending[1], pending[2]
         else:
             self.__dict__["_pending_obs"] = None
             if mask is not None and not mask.all():
@@ -292,10 +305,8 @@ class GymWrapper(GymLikeEnv):
                 options["reset_mask"] = mask
                 kwargs["options"] = options
             obs, info = self._reset_output_transform(self._env.reset(**kwargs))
-            source = self.read_obs(obs)
-            if self._info_dict_reader:
-                return self.read_info(info, self._build_output(source))
-        return self._build_output(source)
+        out = self._build_output(self.read_obs(obs))
+        return self.read_info(info, out) if self._info_dict_reader else out
 
     def __getattr__(self, name: str) -> Any:  # Any: whatever the gym env holds
         try:
@@ -342,17 +353,25 @@ def _final_obs(info: Any, obs: Any, done: np.ndarray) -> Any:
     )
 
 
+def _final_info(info: Any, done: np.ndarray) -> Any:
+    """A SAME_STEP vector step's info with the terminal infos where an episode ended
+    (``info["final_info"]``; the entries there are those of the reset infos)."""
+    final = info.get("final_info", None) if hasattr(info, "get") else None
+    if not final:
+        return info
+    merged = dict(info)
+    for key, value in info.items():
+        if key.startswith("_") or key in ("final_obs", "final_info") or key not in final:
+            continue
+        if isinstance(value, dict):  # nested infos: left as the backend gave them
+            continue
+        has = np.asarray(final.get(f"_{key}", done), dtype=bool) & done
+        value = np.array(value, copy=True)
+        value[has] = np.asarray(final[key])[has]
+        merged[key] = value
+    return merged
+
+
 def _pick(final: Any, key: str) -> np.ndarray:
     """Per-env entry ``key`` of an object array of terminal dict observations."""
     return np.array([None if f is None else f[key] for f in final], dtype=object)
-
-
-def _where(mask: torch.Tensor, new: dict, old: dict) -> dict:
-    out = {}
-    for key, value in old.items():
-        if isinstance(value, dict):
-            out[key] = _where(mask, new[key], value)
-        else:
-            m = mask.reshape(mask.shape + (1,) * (value.ndim - mask.ndim))
-            out[key] = torch.where(m, new[key], value)
-    return out
