@@ -410,6 +410,10 @@ class BatchedEnvBase(EnvBase):
             value = tensordict.get(key, None)
             if isinstance(value, torch.Tensor) and value.shape == buf.shape:
                 buf.copy_(value)
+        self._mark_root_stale()
+
+    def _mark_root_stale(self) -> None:
+        """The root buffer holds data a ``step()`` wrote, not the workers' current root."""
         self.__dict__["_root_stale"] = True
 
     def _reset(self, tensordict: TensorDictBase | None = None, **kwargs: Any) -> TensorDictBase:

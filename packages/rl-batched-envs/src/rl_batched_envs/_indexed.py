@@ -50,7 +50,7 @@ def step_envs(parent: BatchedEnvBase, envs: list[int], tensordict: TensorDictBas
             value = tensordict.get(key, None)
             if isinstance(value, torch.Tensor) and value.shape[1:] == buf.shape[1:]:
                 buf[idx] = value.to(buf.device)
-    parent.__dict__["_root_stale"] = True
+    parent._mark_root_stale()
     partial = mask is not None and len(parent.batch_size) > 1
     if partial:
         rows = parent._mask_buf.get("_step")
