@@ -156,6 +156,12 @@ def new_unchecked(
     return _new_unchecked(source, batch_size=batch_size, device=device, nested=nested)
 
 
+#: :func:`new_unchecked` for rl-envs-core's per-step callers: tensordict's unchecked
+#: constructor itself where it exists (same positional arguments and ``nested``), so the
+#: step path pays no wrapper frame; :func:`new_unchecked` otherwise.
+unchecked_constructor = _new_unchecked if _new_unchecked is not None else new_unchecked
+
+
 def any_true(value: torch.Tensor) -> bool:
     """``bool(value.any())``; a one-element tensor is read directly (no reduction kernel).
 
