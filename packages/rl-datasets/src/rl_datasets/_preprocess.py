@@ -119,7 +119,11 @@ def _write(
         linkable = hasattr(reader, "source_file")
         # Tensor._version counts in-place writes (shared by views): the public way to
         # know that fn left an input tensor untouched without comparing its values.
-        inputs = {id(v): (k, v, v._version) for k, v in chunk.items(True, True)} if linkable else {}
+        inputs = {
+            id(v): (k, v, v._version)
+            for k, v in (chunk.items(True, True) if linkable else ())
+            if isinstance(v, torch.Tensor)
+        }
         out = fn(chunk)
         expected = set(dest.keys(True, True))
         found = set(out.keys(True, True))
