@@ -145,3 +145,63 @@ class TestBaseDatasetExperienceReplay:
         assert not data.data_path.exists()
         with pytest.raises(FileNotFoundError):
             _Toy(root=root, download=False)
+
+
+def scale_in_place_late(data):
+    """Doubles the observation in place on rows >= 32 only, and aliases it as "obs_alias"."""
+    if data.get("observation")[0, 0] >= 32:
+        data.get("observation").mul_(2)
+    return data.set("obs_alias", data.get("observation"))
+
+
+def _observation_file(data):
+    return data.data_path / "data" / "observation.memmap"
+
+
+class TestPreprocessInPlace:
+    """The engine maps the source copy-on-write and does not rewrite unmodified entries."""
+
+    @pytest.mark.parametrize("num_workers", [None, 2])
+    def test_in_place_changes_are_written_per_chunk(self, root, num_workers):
+        data = _Toy(root=root)
+        data.preprocess(
+            scale_in_place_late, num_workers=num_workers, num_chunks=4, mp_start_method="fork"
+        )
+        steps = torch.arange(ROWS, dtype=torch.float32)
+        expected = torch.where(steps >= 32, steps * 2, steps).unsqueeze(-1).expand(ROWS, 3)
+        stored = _Toy(root=root, download=False)[:]
+        torch.testing.assert_close(stored["observation"], expected)
+        torch.testing.assert_close(stored["obs_alias"], expected)
+        torch.testing.assert_close(
+            stored["next", "observation"], (steps + 1).unsqueeze(-1).expand(ROWS, 3)
+        )
+
+    @pytest.mark.parametrize("num_workers", [None, 2])
+    def test_in_place_changes_never_reach_the_source_when_fn_fails(self, root, num_workers):
+        def double_then_fail(data):
+            data.get("observation").mul_(2)
+            return fail_late(data)
+
+        data = _Toy(root=root)
+        with pytest.raises(ArithmeticError, match="boom"):
+            data.preprocess(
+                double_then_fail, num_workers=num_workers, num_chunks=8, mp_start_method="fork"
+            )
+        steps = torch.arange(ROWS, dtype=torch.float32).unsqueeze(-1).expand(ROWS, 3)
+        torch.testing.assert_close(_Toy(root=root, download=False)[:]["observation"], steps)
+
+    def test_unmodified_entries_are_linked_not_rewritten(self, root):
+        data = _Toy(root=root)
+        before = _observation_file(data).stat().st_ino
+        data.preprocess(add_norm, num_chunks=4)
+        assert _observation_file(data).stat().st_ino == before
+        torch.testing.assert_close(data[:]["obs_norm"], data[:]["observation"].norm(dim=-1))
+
+    def test_dest_gets_its_own_copy_of_unmodified_entries(self, root, tmp_path):
+        data = _Toy(root=root)
+        storage = data.preprocess(add_norm, dest=tmp_path / "out", num_frames=40, num_chunks=3)
+        out_file = tmp_path / "out" / "data" / "observation.memmap"
+        assert out_file.stat().st_ino != _observation_file(data).stat().st_ino
+        copied = storage.get(torch.arange(40))
+        torch.testing.assert_close(copied["observation"], data[:40]["observation"])
+        torch.testing.assert_close(copied["next", "done"], data[:40]["next", "done"])

@@ -186,3 +186,35 @@ class TestCompleteDone:
             out = LazyStackedTensorDict.lazy_stack([out], 0)[0]
         complete_done(env, out, fill_zeros=True)
         assert out.get("terminated").item() and not out.get("truncated").item()
+
+
+class TestStepPathHelpers:
+    def test_has_entries_only_vouches_for_a_plain_tensordict_holding_all(self):
+        from rl_envs_core._td import has_entries
+
+        names = frozenset({"done", "terminated"})
+        flags = {"done": torch.zeros(1, dtype=torch.bool), "terminated": torch.ones(1)}
+        assert has_entries(TensorDict(flags, []), names)
+        assert not has_entries(TensorDict({"done": flags["done"]}, []), names)
+        lazy = LazyStackedTensorDict.lazy_stack([TensorDict(flags, [])], 0)
+        assert not has_entries(lazy, names)  # another type: the caller's general path
+        assert has_entries(TensorDict({}, []), frozenset())
+
+    def test_unchecked_constructor_builds_what_the_public_one_builds(self):
+        from rl_envs_core._td import unchecked_constructor
+
+        source = {"a": torch.zeros(3, 1), "b": torch.ones(3)}
+        built = unchecked_constructor(source, torch.Size([3]), None, nested=False)
+        expected = TensorDict(source, batch_size=[3])
+        assert built.batch_size == expected.batch_size and built.device is None
+        assert (built == expected).all()
+
+    def test_step_completes_a_lone_done_flag(self):
+        class LoneDone(CountingEnv):
+            def _step(self, tensordict):
+                return super()._step(tensordict).exclude("terminated", "truncated")
+
+        env = LoneDone()
+        nxt = env.step(env.rand_action(env.reset()))["next"]
+        assert {"done", "terminated", "truncated"} <= set(nxt.keys())
+        assert nxt["terminated"].dtype == torch.bool and not nxt["truncated"].any()

@@ -254,6 +254,12 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
         transformed version back (until ``download="force"``).  If ``fn`` fails, the
         stored dataset is left as it was.
 
+        Each worker maps the stored files itself (copy-on-write: ``fn`` may modify its
+        input in place) and writes its chunks' results straight into the new files; only
+        row ranges travel between processes.  An entry ``fn`` returns unmodified (the
+        input's own tensor) is not rewritten: its file is carried over (hard-linked when
+        the dataset is replaced, copied for ``dest``).
+
         Args:
             fn (Callable[[TensorDictBase], TensorDictBase]): the per-element transform.
             dim (int, optional): the dim along which the dataset is mapped; only ``0``.
@@ -312,7 +318,9 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
         meta = dict(self.metadata)
         with _paths.new_workdir(final) as work:
             specs = {k: (tuple(v.shape[1:]), v.dtype) for k, v in example.items(True, True)}
-            allocate(work / _paths.DATA_DIR, specs, rows)
+            allocated = allocate(work / _paths.DATA_DIR, specs, rows)
+            files = {key: Path(value.filename) for key, value in allocated.items(True, True)}
+            del allocated
             map_rows(
                 fn,
                 reader,
@@ -326,6 +334,8 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
                 worker_threads=worker_threads,
                 pbar=pbar,
                 mp_start_method=mp_start_method,
+                dest_files=files,
+                link=dest is None,
             )
             result = TensorDict.load_memmap(work / _paths.DATA_DIR)
             meta.update(preprocessed=True, num_transitions=rows, spec=describe(result))

@@ -1,43 +1,98 @@
 """The engine of :meth:`BaseDatasetExperienceReplay.preprocess`: map a function over a
 stored dataset, chunk by chunk, into new memory-mapped files, in worker processes.
 
-Workers receive the function and the reader of the source through the pool's
-initializer, so with the ``"fork"`` start method any function works (closures and
-functions defined in ``__main__`` or a doctest included); other start methods pickle it.
-Each task is a row range; a worker reads it, applies the function and writes the result
-into the destination files, which every process opens by path.
+Nothing travels through pipes but row ranges and key names.  Workers receive the
+function and the reader of the source through the pool's initializer (so with the
+``"fork"`` start method any function works, closures and functions defined in
+``__main__`` or a doctest included; other start methods pickle them), map the source
+files themselves, call the function once per chunk of rows and write its output into
+the destination files, which every process opens by path.
+
+The source is mapped copy-on-write (:class:`MemmapReader`), so reading a chunk copies
+nothing and a function that modifies its input in place cannot change the stored
+files.  An output entry that is the input's tensor itself, unmodified (the usual case
+for a function that adds an entry), is not written at all: its source file is
+hard-linked into the new dataset (or copied by the kernel) once the workers are done.
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 from tensordict import TensorDict, TensorDictBase
+from tensordict.utils import NestedKey
 from tqdm.auto import tqdm
 
 __all__ = ["MemmapReader", "map_rows"]
 
 _WORKER: dict[str, Any] = {}
+_COPY_BLOCK = 64 << 20
 
 
 class MemmapReader:
-    """Reads rows ``[start, stop)`` of a memory-mapped tensordict directory (picklable)."""
+    """Rows ``[start, stop)`` of a memory-mapped tensordict directory (picklable).
+
+    Every leaf file is mapped privately (``torch.from_file(shared=False)``): a chunk is
+    a view of the file, read without a copy, and writes into it (a function modifying
+    its input in place) stay in the process's own pages, never reaching the file.
+
+    Examples:
+        >>> import tempfile, torch
+        >>> from tensordict import TensorDict
+        >>> path = tempfile.mkdtemp()
+        >>> _ = TensorDict({"obs": torch.arange(6.0).view(3, 2)}, [3]).memmap(path)
+        >>> chunk = MemmapReader(path)(1, 3)
+        >>> chunk["obs"].mul_(0).sum().item()  # in this process's pages only
+        0.0
+        >>> TensorDict.load_memmap(path)["obs"][1:].sum().item()  # the file is unchanged
+        14.0
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._td: TensorDictBase | None = None
+        self._files: dict[NestedKey, tuple[Path, int]] = {}
 
     def __call__(self, start: int, stop: int) -> TensorDictBase:
         if self._td is None:
-            self._td = TensorDict.load_memmap(self.path)
+            self._td = self._map()
         return self._td[start:stop]
 
+    def source_file(self, key: NestedKey) -> tuple[Path, int] | None:
+        """The file holding entry ``key`` row after row, and the bytes of one row."""
+        if self._td is None:
+            self._td = self._map()
+        return self._files.get(key)
+
+    def _map(self) -> TensorDictBase:
+        stored = TensorDict.load_memmap(self.path)
+        out = TensorDict({}, batch_size=stored.batch_size)
+        for key, value in stored.items(True, True):
+            filename = getattr(value, "filename", None)
+            size = value.numel() * value.element_size()
+            if (
+                filename is None
+                or not isinstance(value, torch.Tensor)
+                or size == 0
+                or os.path.getsize(filename) != size
+            ):
+                out.set(key, value.clone() if isinstance(value, torch.Tensor) else value)
+                continue
+            mapped = torch.from_file(
+                str(filename), shared=False, size=value.numel(), dtype=value.dtype
+            )
+            out.set(key, mapped.view(value.shape))
+            self._files[key] = (Path(filename), size // max(1, value.shape[0]))
+        return out
+
     def __getstate__(self) -> dict[str, Any]:
-        return {"path": self.path, "_td": None}
+        return {"path": self.path, "_td": None, "_files": {}}
 
 
 def _init_worker(fn: Callable, reader: Callable, dest: Path, threads: int) -> None:
@@ -45,15 +100,31 @@ def _init_worker(fn: Callable, reader: Callable, dest: Path, threads: int) -> No
     _WORKER.update(fn=fn, reader=reader, dest=TensorDict.load_memmap(dest))
 
 
-def _run_range(bounds: tuple[int, int]) -> int:
+def _run_range(bounds: tuple[int, int]) -> tuple[int, int, dict[NestedKey, NestedKey]]:
     start, stop = bounds
-    _write(_WORKER["fn"], _WORKER["reader"], _WORKER["dest"], start, stop)
-    return stop - start
+    return start, stop, _write(_WORKER["fn"], _WORKER["reader"], _WORKER["dest"], start, stop)
 
 
-def _write(fn: Callable, reader: Callable, dest: TensorDictBase, start: int, stop: int) -> None:
+def _write(
+    fn: Callable, reader: Callable, dest: TensorDictBase, start: int, stop: int
+) -> dict[NestedKey, NestedKey]:
+    """Write ``fn(reader(start, stop))`` into rows ``[start, stop)`` of ``dest``.
+
+    Returns ``{output key: source key}`` for the entries left unwritten because they are
+    the reader's tensor of that source key, unmodified (when the reader says where its
+    files are).
+    """
     try:
-        out = fn(reader(start, stop).clone())
+        chunk = reader(start, stop)
+        linkable = hasattr(reader, "source_file")
+        # Tensor._version counts in-place writes (shared by views): the public way to
+        # know that fn left an input tensor untouched without comparing its values.
+        inputs = {
+            id(v): (k, v, v._version)
+            for k, v in (chunk.items(True, True) if linkable else ())
+            if isinstance(v, torch.Tensor)
+        }
+        out = fn(chunk)
         expected = set(dest.keys(True, True))
         found = set(out.keys(True, True))
         if found != expected:
@@ -62,7 +133,19 @@ def _write(fn: Callable, reader: Callable, dest: TensorDictBase, start: int, sto
                 f"chunk (those of its output on the first element), got {sorted(map(str, found))}. "
                 "Make fn return the same entries for every input."
             )
-        dest[start:stop] = out
+        same: dict[NestedKey, NestedKey] = {}
+        for key, value in out.items(True, True):
+            source = inputs.get(id(value))
+            if source is not None and source[1] is value and value._version == source[2]:
+                same[key] = source[0]
+                continue
+            if tuple(value.shape[:1]) != (stop - start,):
+                raise ValueError(
+                    f"preprocess expected fn to keep the batch size {stop - start} of its "
+                    f"input, got shape {tuple(value.shape)} for {key!r}."
+                )
+            dest.get(key)[start:stop] = value
+        return same
     except BaseException as err:
         err.add_note(f"preprocess: raised on rows {start}..{stop - 1}; the dataset is unchanged.")
         raise
@@ -82,13 +165,23 @@ def map_rows(
     worker_threads: int,
     pbar: bool,
     mp_start_method: str | None,
+    dest_files: dict[NestedKey, Path] | None = None,
+    link: bool = False,
 ) -> None:
-    """Write ``fn(rows)`` for every row range of the source into the tensordict at ``dest``."""
+    """Write ``fn(rows)`` for every row range of the source into the tensordict at ``dest``.
+
+    ``dest_files`` names the file of each entry of ``dest`` (read from ``dest`` if not given).
+
+    With ``link=True`` an unmodified source entry kept whole is hard-linked into
+    ``dest`` (the caller then owns the source files no more: it replaces them);
+    otherwise it is copied.
+    """
     workers = num_workers or 1
     if chunksize is None:
         parts = num_chunks if num_chunks is not None else max(workers * 4, -(-num_rows // 65536))
         chunksize = max(1, -(-num_rows // max(1, parts)))
     ranges = [(a, min(a + chunksize, num_rows)) for a in range(0, num_rows, chunksize)]
+    kept: list[tuple[int, int, dict[NestedKey, NestedKey]]] = []
     with tqdm(total=num_rows, unit="row", desc="preprocess", disable=not pbar) as bar:
         if pool is None and workers <= 1:
             target = TensorDict.load_memmap(dest)
@@ -97,22 +190,88 @@ def map_rows(
             torch.set_num_threads(worker_threads)
             try:
                 for start, stop in ranges:
-                    _write(fn, reader, target, start, stop)
+                    kept.append((start, stop, _write(fn, reader, target, start, stop)))
                     bar.update(stop - start)
             finally:
                 torch.set_num_threads(threads)
+            del target
+        else:
+            if pool is not None:
+                raise ValueError(
+                    "preprocess got a pool, but its workers cannot receive the dataset's reader. "
+                    "Pass num_workers=... (and mp_start_method) instead of pool."
+                )
+            ctx = mp.get_context(mp_start_method)
+            with ctx.Pool(
+                workers,
+                initializer=_init_worker,
+                initargs=(fn, reader, dest, worker_threads),
+                maxtasksperchild=max_tasks_per_child,
+            ) as workers_pool:
+                for start, stop, same in workers_pool.imap_unordered(_run_range, ranges):
+                    kept.append((start, stop, same))
+                    bar.update(stop - start)
+    _fill_kept(kept, reader, dest, dest_files, num_rows, link=link)
+
+
+def _fill_kept(
+    kept: list[tuple[int, int, dict[NestedKey, NestedKey]]],
+    reader: Any,  # Any: a reader with source_file (those without leave nothing unwritten)
+    dest: Path,
+    dest_files: dict[NestedKey, Path] | None,
+    num_rows: int,
+    *,
+    link: bool,
+) -> None:
+    """Put the unwritten (unmodified) entries into their files from their source files."""
+    parts: dict[NestedKey, list[tuple[int, int, NestedKey]]] = {}
+    for start, stop, same in kept:
+        for key, source in same.items():
+            parts.setdefault(key, []).append((start, stop, source))
+    if not parts:
+        return
+    files = dest_files
+    if files is None:
+        layout = TensorDict.load_memmap(dest)
+        files = {key: Path(value.filename) for key, value in layout.items(True, True)}
+        del layout
+    for key, spans in parts.items():
+        sources = {source for _, _, source in spans}
+        whole = len(spans) == len(kept) and len(sources) == 1
+        src, row_bytes = reader.source_file(spans[0][2])
+        if whole and os.path.getsize(src) == num_rows * row_bytes:
+            _link_or_copy(src, files[key], link=link)
+            continue
+        for start, stop, source in spans:
+            src, row_bytes = reader.source_file(source)
+            _copy_range(src, files[key], start * row_bytes, (stop - start) * row_bytes)
+
+
+def _link_or_copy(src: Path, dst: Path, *, link: bool) -> None:
+    dst.unlink()
+    if link:
+        try:
+            os.link(src, dst)
             return
-        if pool is not None:
-            raise ValueError(
-                "preprocess got a pool, but its workers cannot receive the dataset's reader. "
-                "Pass num_workers=... (and mp_start_method) instead of pool."
-            )
-        ctx = mp.get_context(mp_start_method)
-        with ctx.Pool(
-            workers,
-            initializer=_init_worker,
-            initargs=(fn, reader, dest, worker_threads),
-            maxtasksperchild=max_tasks_per_child,
-        ) as workers_pool:
-            for done in workers_pool.imap_unordered(_run_range, ranges):
-                bar.update(done)
+        except OSError:  # another file system, or links not supported: copy instead
+            pass
+    shutil.copyfile(src, dst)  # sendfile: the kernel copies
+
+
+def _copy_range(src: Path, dst: Path, offset: int, size: int) -> None:
+    """Copy ``size`` bytes at ``offset`` of ``src`` to the same place in ``dst``."""
+    with open(src, "rb") as fin, open(dst, "r+b") as fout:
+        done = 0
+        while done < size:
+            step = min(_COPY_BLOCK, size - done)
+            try:  # in the kernel where the file system allows it
+                n = os.copy_file_range(
+                    fin.fileno(), fout.fileno(), step, offset + done, offset + done
+                )
+            except (AttributeError, OSError):
+                n = os.pwrite(
+                    fout.fileno(), os.pread(fin.fileno(), step, offset + done), offset + done
+                )
+            if n <= 0:
+                raise OSError(f"preprocess could not copy {src} into {dst} (short copy).")
+            done += n

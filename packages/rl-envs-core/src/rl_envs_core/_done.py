@@ -16,7 +16,7 @@ from tensordict import NestedKey, TensorDict, TensorDictBase
 from rl_envs_core import _partial
 from rl_envs_core._spec_views import done_dual
 from rl_envs_core._step_mdp import as_tuple
-from rl_envs_core._td import entries, get_entry, set_entry
+from rl_envs_core._td import entries, get_entry, has_entries, set_entry
 
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
@@ -30,18 +30,9 @@ def complete_done(env: EnvBase, out: TensorDictBase, *, fill_zeros: bool) -> lis
     """
     filled: list[NestedKey] = []
     names = (env.__dict__["_cache"] or env._key_cache())["done_names"]
-    if type(out) is TensorDict:
-        # the common case (one check per step): every done entry is a top-level name
-        # already there
-        present = entries(out)
-        if names is not None:
-            for name in names:
-                if name not in present:
-                    break
-            else:
-                return filled
-    else:
-        present = out.keys()
+    if names is not None and has_entries(out, names):
+        return filled  # the common case: every done entry is a top-level name already there
+    present = entries(out) if type(out) is TensorDict else out.keys()
     extra = out.batch_size[: out.batch_dims - len(env.batch_size)]
     for key, leaf in env._done_leaf_specs():
         if key in present if isinstance(key, str) else out.get(key, None) is not None:

@@ -17,7 +17,7 @@ from rl_envs_core import _check, _done, _partial, _rollout, _spec_views, _valida
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
 from rl_envs_core._spec_lock import lock_specs_after
 from rl_envs_core._step_mdp import advance, as_tuple
-from rl_envs_core._td import get_entry, set_child, set_entry
+from rl_envs_core._td import get_entry, has_entries, set_child, set_entry
 from rl_envs_core._transform_hook import make_transformed_env
 from rl_specs import Categorical, Composite, TensorSpec, Unbounded
 
@@ -296,7 +296,9 @@ class EnvBase(nn.Module):
         except (KeyError, ValueError, RuntimeError, IndexError, TypeError) as err:
             _validation.check_step_input(self, tensordict, cause=err)
             raise
-        _done.complete_done(self, out, fill_zeros=True)  # a missing done entry means "not done"
+        names = (self.__dict__["_cache"] or self._key_cache())["done_names"]
+        if names is None or not has_entries(out, names):  # checked here: one call per step
+            _done.complete_done(self, out, fill_zeros=True)  # a missing done entry: "not done"
         if self._device is not None and out.device != self._device:
             out = out.to(self._device)
         if not self._io_checked:

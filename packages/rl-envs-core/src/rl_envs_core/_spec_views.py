@@ -261,8 +261,9 @@ def compute_key_cache(env: EnvBase) -> dict[str, Any]:
     for key in cache["done_keys"]:
         levels.setdefault(as_tuple(key)[:-1], []).append(key)
     cache["done_levels"] = levels
-    # every done key a top-level name: done completion checks them with one dict each
-    done_names = tuple(k for k in cache["done_keys"] if isinstance(k, str))
+    # every done key a top-level name: done completion checks them all with one set
+    # comparison per step (see _td.has_entries)
+    done_names = frozenset(k for k in cache["done_keys"] if isinstance(k, str))
     cache["done_names"] = done_names if len(done_names) == len(cache["done_keys"]) else None
     cache["reset_keys"] = ["_reset" if not level else (*level, "_reset") for level in levels]
     # "done" is the union of the end-of-trajectory signals of its level: read it alone.

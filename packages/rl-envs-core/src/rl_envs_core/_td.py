@@ -43,6 +43,24 @@ def entries(td: TensorDictBase) -> Mapping[str, object]:
     return dict(td.items())
 
 
+def has_entries(td: TensorDictBase, names: frozenset[str]) -> bool:
+    """Whether ``td`` is a plain ``TensorDict`` holding every top-level entry in ``names``.
+
+    ``False`` says nothing (any other type, or a name missing): callers then take their
+    general path.
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> td = TensorDict({"done": torch.zeros(1), "terminated": torch.zeros(1)}, [])
+        >>> has_entries(td, frozenset({"done", "terminated"})), has_entries(td, frozenset({"x"}))
+        (True, False)
+    """
+    # private: one set comparison against the leaf dict, where a loop of public
+    # membership tests costs a microsecond per step
+    return type(td) is TensorDict and td._tensordict.keys() >= names
+
+
 def get_entry(td: TensorDictBase, key: NestedKey) -> object | None:
     """``td.get(key, None)``, one dict read for a plain ``TensorDict`` and a ``str`` key.
 
@@ -154,6 +172,12 @@ def new_unchecked(
         return TensorDict(source, batch_size=batch_size, device=device)
     # private: _new_unsafe is the constructor without per-entry validation
     return _new_unchecked(source, batch_size=batch_size, device=device, nested=nested)
+
+
+#: :func:`new_unchecked` for rl-envs-core's per-step callers: tensordict's unchecked
+#: constructor itself where it exists (same positional arguments and ``nested``), so the
+#: step path pays no wrapper frame; :func:`new_unchecked` otherwise.
+unchecked_constructor = _new_unchecked if _new_unchecked is not None else new_unchecked
 
 
 def any_true(value: torch.Tensor) -> bool:
