@@ -214,7 +214,7 @@ class TestStepPathHelpers:
             def _step(self, tensordict):
                 return super()._step(tensordict).exclude("terminated", "truncated")
 
-        env = LoneDone()
+        env = LoneDone().add_truncated_keys()
         nxt = env.step(env.rand_action(env.reset()))["next"]
         assert {"done", "terminated", "truncated"} <= set(nxt.keys())
         assert nxt["terminated"].dtype == torch.bool and not nxt["truncated"].any()
