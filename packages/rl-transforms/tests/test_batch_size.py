@@ -147,3 +147,39 @@ class TestBatchSizeTransform:
     def test_env_kwarg_needs_an_env_parameter(self):
         with pytest.raises(TypeError, match=r"no 'env' keyword"):
             BatchSizeTransform(batch_size=[2], reset_func=lambda a, b: b, env_kwarg=True)
+
+
+class TestReshapeFastPath:
+    """The per-step reshape builds the same data as ``TensorDict.reshape``."""
+
+    def test_nested_tensordict_equals_the_generic_reshape(self):
+        from rl_transforms._batch_size import _reshape
+
+        data = TensorDict(
+            {
+                "obs": torch.arange(48.0).reshape(16, 3),
+                "done": torch.zeros(16, 1, dtype=torch.bool),
+                "nested": {"x": torch.arange(16).reshape(16, 1, 1)},
+            },
+            batch_size=[16],
+        )
+        fast = _reshape(data, torch.Size([4, 4]))
+        generic = data.reshape(4, 4)
+        assert fast.batch_size == generic.batch_size == torch.Size([4, 4])
+        assert fast["nested"].batch_size == torch.Size([4, 4])
+        assert set(fast.keys(True, True)) == set(generic.keys(True, True))
+        assert (fast == generic).all()
+        back = _reshape(fast, torch.Size([16]))
+        assert (back == data).all() and back.batch_size == data.batch_size
+
+    def test_rollout_matches_a_rollout_reshaped_afterwards(self):
+        env = TransformedEnv(
+            CountingEnv(batch_size=[6]), BatchSizeTransform(reshape_fn=lambda td: td.reshape(2, 3))
+        )
+        bare = CountingEnv(batch_size=[6])
+        out = env.rollout(4, lambda td: td.set("action", env.action_spec.one()))
+        reference = bare.rollout(4, lambda td: td.set("action", bare.action_spec.one()))
+        reference = reference.reshape(2, 3, 4)
+        assert out.batch_size == torch.Size([2, 3, 4])
+        for key in reference.keys(True, True):
+            assert torch.equal(out[key], reference[key]), key

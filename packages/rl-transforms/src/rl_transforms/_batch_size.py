@@ -15,7 +15,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase
-from rl_envs_core.extension import entries
+from rl_envs_core.extension import entries, new_unchecked
 from rl_specs import Composite
 from rl_transforms._base import Transform
 
@@ -23,7 +23,12 @@ ResetFunc = Callable[..., TensorDictBase]
 
 
 def _reshape(data: TensorDictBase, shape: torch.Size) -> TensorDictBase:
-    """``data.reshape(shape)``, built directly from the entries of a plain ``TensorDict``."""
+    """``data.reshape(shape)``, built directly from the entries of a plain ``TensorDict``.
+
+    Every entry keeps its feature dims after the batch dims, so the result holds
+    valid entries by construction and is built without re-checking them (this runs
+    twice per step: the action going in, the step's output coming out).
+    """
     if type(data) is not TensorDict:
         return data.reshape(shape)
     dims = data.batch_dims
@@ -35,7 +40,7 @@ def _reshape(data: TensorDictBase, shape: torch.Size) -> TensorDictBase:
             out[key] = _reshape(value, shape)
         else:  # non-tensor data, lazy stacks: the generic path
             return data.reshape(shape)
-    return TensorDict(out, batch_size=shape, device=data.device)
+    return new_unchecked(out, shape, data.device, nested=False)
 
 
 def _as_batch(data: TensorDictBase, shape: torch.Size, what: str) -> TensorDictBase:
