@@ -9,7 +9,7 @@ from tensordict import TensorDict, TensorDictBase
 from rl_envs_core import EnvBase, check_env_specs
 from rl_envs_core.testing import CountingEnv
 from rl_specs import Composite, Unbounded
-from rl_transforms import BatchSizeTransform, Compose, StepCounter, TransformedEnv
+from rl_transforms import BatchSizeTransform, Compose, StepCounter, Transform, TransformedEnv
 
 
 class StatelessEnv(EnvBase):
@@ -147,3 +147,115 @@ class TestBatchSizeTransform:
     def test_env_kwarg_needs_an_env_parameter(self):
         with pytest.raises(TypeError, match=r"no 'env' keyword"):
             BatchSizeTransform(batch_size=[2], reset_func=lambda a, b: b, env_kwarg=True)
+
+
+class TestReshapeFastPath:
+    """The per-step reshape builds the same data as ``TensorDict.reshape``."""
+
+    def test_nested_tensordict_equals_the_generic_reshape(self):
+        from rl_transforms._batch_size import _reshape
+
+        data = TensorDict(
+            {
+                "obs": torch.arange(48.0).reshape(16, 3),
+                "done": torch.zeros(16, 1, dtype=torch.bool),
+                "nested": {"x": torch.arange(16).reshape(16, 1, 1)},
+            },
+            batch_size=[16],
+        )
+        fast = _reshape(data, torch.Size([4, 4]))
+        generic = data.reshape(4, 4)
+        assert fast.batch_size == generic.batch_size == torch.Size([4, 4])
+        assert fast["nested"].batch_size == torch.Size([4, 4])
+        assert set(fast.keys(True, True)) == set(generic.keys(True, True))
+        assert (fast == generic).all()
+        back = _reshape(fast, torch.Size([16]))
+        assert (back == data).all() and back.batch_size == data.batch_size
+
+    def test_a_nested_tensordict_with_more_batch_dims_takes_the_generic_path(self):
+        from rl_transforms._batch_size import _reshape
+
+        data = TensorDict(
+            {"obs": torch.zeros(16, 2), "nested": TensorDict({"x": torch.ones(16, 3, 5)}, [16, 3])},
+            batch_size=[16],
+        )
+        out = _reshape(data, torch.Size([4, 4]))
+        assert out["nested"].batch_size == torch.Size([4, 4, 3])
+        assert out["nested", "x"].shape == torch.Size([4, 4, 3, 5])
+
+    def test_rollout_matches_a_rollout_reshaped_afterwards(self):
+        env = TransformedEnv(
+            CountingEnv(batch_size=[6]), BatchSizeTransform(reshape_fn=lambda td: td.reshape(2, 3))
+        )
+        bare = CountingEnv(batch_size=[6])
+        out = env.rollout(4, lambda td: td.set("action", env.action_spec.one()))
+        reference = bare.rollout(4, lambda td: td.set("action", bare.action_spec.one()))
+        reference = reference.reshape(2, 3, 4)
+        assert out.batch_size == torch.Size([2, 3, 4])
+        for key in reference.keys(True, True):
+            assert torch.equal(out[key], reference[key]), key
+
+
+class _ZeroAction(Transform):
+    """An inverse that writes into the data it receives (the action, zeroed)."""
+
+    def __init__(self):
+        super().__init__(in_keys_inv=["action"], out_keys_inv=["action"])
+
+    def _inv_apply_transform(self, action):
+        return torch.zeros_like(action)
+
+
+class TestStepInputUntouched:
+    """The caller's step input never shows inverse-transformed entries.
+
+    TransformedEnv copies the step input for the inverse chain only when an inverse
+    may write into it; BatchSizeTransform's inverse builds new data, so it needs none.
+    """
+
+    def test_batch_size_inverse_needs_no_copy_and_leaves_the_input_alone(self):
+        env = TransformedEnv(
+            CountingEnv(batch_size=[4]), BatchSizeTransform(reshape_fn=lambda td: td.reshape(2, 2))
+        )
+        assert not env.transform._inv_writes_input()
+        td = env.reset().set("action", torch.ones(2, 2, 1, dtype=torch.int64))
+        before = dict(td.items())
+        out = env.step(td)
+        assert out["next", "observation"].shape == torch.Size([2, 2, 1])
+        assert td.batch_size == torch.Size([2, 2])
+        for key, value in before.items():
+            assert td.get(key) is value
+
+    def test_a_writing_inverse_after_it_still_works_on_a_copy(self):
+        base = CountingEnv(batch_size=[4])
+        seen = []
+        step = base._step
+        base._step = lambda tensordict: seen.append(tensordict.get("action")) or step(tensordict)
+        env = TransformedEnv(
+            base,
+            Compose(BatchSizeTransform(reshape_fn=lambda td: td.reshape(2, 2)), _ZeroAction()),
+        )
+        assert env.transform._inv_writes_input()
+        action = torch.ones(2, 2, 1, dtype=torch.int64)
+        td = env.reset().set("action", action)
+        env.step(td)
+        assert td.get("action") is action and bool((action == 1).all())
+        assert seen[-1].shape == torch.Size([4, 1]) and not bool(seen[-1].any())
+
+    def test_next_input_reuses_the_base_env_tensors(self):
+        base = CountingEnv(batch_size=[4])
+        seen = []
+        step = base._step
+
+        def spy(tensordict):
+            seen.append(tensordict.get("observation"))
+            return step(tensordict)
+
+        base._step = spy
+        env = TransformedEnv(base, BatchSizeTransform(reshape_fn=lambda td: td.reshape(2, 2)))
+        out = env.rollout(4, lambda td: td.set("action", torch.ones(2, 2, 1, dtype=torch.int64)))
+        assert out["next", "observation"][..., -1, 0].eq(4).all()
+        assert all(obs.shape == torch.Size([4, 1]) for obs in seen)
+        # each step's input observation holds the values of the previous step's output
+        for t in range(1, 4):
+            assert torch.equal(seen[t].reshape(2, 2, 1), out["observation"][:, :, t])

@@ -81,3 +81,28 @@ class TestHash:
         check_env_specs(env)
         data = env.rollout(3)
         assert data["next", "h"].squeeze(-1).tolist() == [7, 14, 21]
+
+    @pytest.mark.parametrize(
+        "value",
+        [
+            torch.tensor([5.0]),
+            torch.tensor(0.5),
+            torch.randn(3, generator=torch.Generator().manual_seed(0)),
+            torch.tensor([[1, 2], [3, 40]], dtype=torch.int32),
+            torch.tensor([True, False]),
+            torch.ones(2, requires_grad=True),  # the text of a tensor torch prints itself
+        ],
+    )
+    def test_default_hash_of_a_tensor_is_sha256_of_its_text(self, value):
+        out = Hash(["x"], ["h"])(TensorDict({"x": value}))
+        assert out["h"].tolist() == list(hashlib.sha256(str(value).encode()).digest())
+
+    def test_default_hash_in_a_rollout_hashes_each_observation_text(self):
+        env = TransformedEnv(CountingEnv(max_steps=10), Hash(["observation"], ["h"]))
+        data = env.rollout(4)
+        for obs, digest in zip(data["next", "observation"], data["next", "h"]):
+            assert digest.tolist() == list(hashlib.sha256(str(obs).encode()).digest())
+
+    def test_without_inverse_keys_a_step_runs_no_inverse(self):
+        assert not Hash(["x"], ["h"])._has_inverse()
+        assert Hash(["x"], ["h"], in_keys_inv=["x"], out_keys_inv=["h"])._has_inverse()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import TensorDict
+from tensordict import LazyStackedTensorDict, TensorDict
 
 from rl_envs_core.testing import CountingEnv
 from rl_transforms import Compose, MultiAction, RewardScaling, StepCounter, TransformedEnv
@@ -102,3 +102,36 @@ class TestMultiAction:
     def test_on_stored_data_raises(self):
         with pytest.raises(RuntimeError, match=r"cannot be applied to stored data"):
             MultiAction()(TensorDict())
+
+
+class TestMultiActionInputs:
+    """Plain tensordicts take a fast sub-step path; any other input the generic one."""
+
+    @staticmethod
+    def _step(td):
+        base = CountingEnv(max_steps=3, batch_size=[2])
+        env = TransformedEnv(base, MultiAction(stack_observations=True))
+        base.count[1] = 2  # element 1 is one step from done
+        return env.step(td)
+
+    def _input(self):
+        env = TransformedEnv(CountingEnv(max_steps=3, batch_size=[2]), MultiAction())
+        td = env.reset().set("action", _actions(2, 3, 1))
+        td["observation"][1] = 2.0
+        return td
+
+    def test_lazy_stacked_input_gives_the_same_step_as_a_plain_one(self):
+        plain = self._step(self._input())
+        lazy = self._step(LazyStackedTensorDict.lazy_stack(self._input().unbind(0), 0))
+        assert type(lazy) is not TensorDict
+        for key in plain.keys(True, True):
+            assert torch.equal(plain[key], lazy[key]), key
+
+    def test_the_callers_input_keeps_its_stack_and_gets_no_step_mask(self):
+        td = self._input()
+        before = dict(td.items())
+        out = self._step(td)
+        assert out is td and "_step" not in td.keys()
+        assert td["action"].shape == (2, 3, 1)
+        assert all(td.get(key) is value for key, value in before.items() if key != "observation")
+        assert out["next", "reward"][1].squeeze(-1).tolist() == [1.0, 0.0, 0.0]

@@ -119,6 +119,18 @@ class TestVideoRecorder:
         recorder.dump()
         assert sink.videos[0][1].eq(0).all()
 
+    @pytest.mark.parametrize("requires_grad", [False, True])
+    def test_each_kept_frame_is_an_equal_copy(self, requires_grad):
+        recorder = VideoRecorder(None, "clip", skip=1)
+        images = [torch.rand(3, 4, 4, requires_grad=requires_grad) for _ in range(3)]
+        for image in images:
+            recorder(TensorDict({"pixels": image}))
+        assert len(recorder.obs) == 3 and recorder.count == 3
+        for kept, image in zip(recorder.obs, images):
+            assert kept is not image and not kept.requires_grad
+            assert torch.equal(kept, image.detach())
+            assert kept.untyped_storage().data_ptr() != image.untyped_storage().data_ptr()
+
     def test_dump_clears_and_counts(self):
         sink = VideoSink()
         recorder = VideoRecorder(sink, "clip", skip=1, fps=7)

@@ -207,6 +207,16 @@ class Transform(nn.Module):
     def _has_inverse(self) -> bool:
         return bool(self._in_keys_inv) or type(self)._inv_call is not Transform._inv_call
 
+    def _inv_writes_input(self) -> bool:
+        """Whether :meth:`_inv_call` may write into the tensordict it receives.
+
+        ``TransformedEnv`` hands the inverse chain a shallow copy of the step input
+        only when some inverse may write into it, so the caller's data never shows
+        inverse-transformed entries. An inverse that builds a new tensordict (or
+        returns its input untouched) overrides this to return ``False``.
+        """
+        return self._has_inverse()
+
     def dump(self, **kwargs: Any) -> None:  # Any: recorder options (suffix, step)
         """Write what the transform recorded; a no-op except for recorders (and ``Compose``)."""
         return None

@@ -15,27 +15,60 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_envs_core import EnvBase
-from rl_envs_core.extension import entries
+from rl_envs_core.extension import entries, new_unchecked
 from rl_specs import Composite
 from rl_transforms._base import Transform
 
 ResetFunc = Callable[..., TensorDictBase]
 
 
-def _reshape(data: TensorDictBase, shape: torch.Size) -> TensorDictBase:
-    """``data.reshape(shape)``, built directly from the entries of a plain ``TensorDict``."""
+def _reshape(
+    data: TensorDictBase,
+    shape: torch.Size,
+    memo: dict[torch.Size, tuple[int, ...]] | None = None,
+    *,
+    known: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
+    record: dict[str, tuple[torch.Tensor, torch.Tensor]] | None = None,
+) -> TensorDictBase:
+    """``data.reshape(shape)``, built directly from the entries of a plain ``TensorDict``.
+
+    Every entry keeps its feature dims after the batch dims, so the result holds
+    valid entries by construction and is built without re-checking them (this runs
+    twice per step: the action going in, the step's output coming out).
+
+    Args:
+        data: the tensordict to reshape.
+        shape: its new batch size.
+        memo: entry shape -> reshaped entry shape, filled as shapes are met; one memo
+            per direction (same batch dims, same ``shape``).
+        known: name -> ``(tensor, reshaped)``: an entry that *is* ``tensor`` becomes
+            ``reshaped`` without a new view. The next step's input holds the entries of
+            the step output this transform reshaped, and their originals are known.
+        record: receives ``name -> (reshaped, tensor)`` for the top-level tensors.
+    """
     if type(data) is not TensorDict:
         return data.reshape(shape)
+    memo = {} if memo is None else memo
     dims = data.batch_dims
     out = {}
     for key, value in entries(data).items():
+        if known is not None:
+            pair = known.get(key)
+            if pair is not None and pair[0] is value:
+                out[key] = pair[1]
+                continue
         if isinstance(value, torch.Tensor):
-            out[key] = value.reshape(*shape, *value.shape[dims:])
-        elif type(value) is TensorDict:
-            out[key] = _reshape(value, shape)
-        else:  # non-tensor data, lazy stacks: the generic path
+            target = memo.get(value.shape)
+            if target is None:
+                target = memo[value.shape] = (*shape, *value.shape[dims:])
+            new = out[key] = value.reshape(*target)
+            if record is not None:
+                record[key] = (new, value)
+        elif type(value) is TensorDict and value.batch_dims == dims:
+            out[key] = _reshape(value, shape, memo)
+        else:  # non-tensor data, lazy stacks, more batch dims below: the generic path
             return data.reshape(shape)
-    return TensorDict(out, batch_size=shape, device=data.device)
+    return new_unchecked(out, shape, data.device, nested=False)
 
 
 def _as_batch(data: TensorDictBase, shape: torch.Size, what: str) -> TensorDictBase:
@@ -136,6 +169,7 @@ class BatchSizeTransform(Transform):
         self.reshape_fn = reshape_fn
         self.reset_func = reset_func
         self.env_kwarg = env_kwarg
+        self.__dict__["_sources"] = None  # the last step's (reshaped, original) tensors
 
     # ------------------------------------------------------------------ shapes
     def transform_env_batch_size(self, batch_size: torch.Size) -> torch.Size:
@@ -171,9 +205,30 @@ class BatchSizeTransform(Transform):
             shapes = self._lazy.get("shapes")
             if shapes is not None and next_tensordict.batch_size == shapes[0]:
                 # reshape-family functions keep the element order: a direct reshape is the same
-                return _reshape(next_tensordict, shapes[1])
+                return self._reshape_out(next_tensordict, shapes[1])
             return self.reshape_fn(next_tensordict)
         return _as_batch(next_tensordict, self.batch_size, "step output")
+
+    def _reshape_out(
+        self, data: TensorDictBase, shape: torch.Size, record: dict | None = None
+    ) -> TensorDictBase:
+        memo = self._lazy.get("memo_out")
+        if memo is None:
+            memo = self._lazy["memo_out"] = {}
+        return _reshape(data, shape, memo, record=record)
+
+    def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
+        shapes = self._lazy.get("shapes")
+        inner, outer = shapes if shapes is not None else (None, None)
+        if next_tensordict.batch_size != inner or inner == outer or inner.numel() != outer.numel():
+            self.__dict__["_sources"] = None
+            return self._call(next_tensordict)
+        # remember which base-env tensor each reshaped entry views: the next step's
+        # input holds these entries, and the inverse hands the base env its own tensors
+        record: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+        out = self._reshape_out(next_tensordict, outer, record)
+        self.__dict__["_sources"] = record
+        return out
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         """Reshape (``reshape_fn``) or expand (``batch_size``) a tensordict."""
@@ -184,11 +239,17 @@ class BatchSizeTransform(Transform):
             return tensordict  # out of an env (a replay buffer): no env batch size to go back to
         inner, outer = self._shapes()
         if tensordict.batch_size == outer and inner != outer and inner.numel() == outer.numel():
-            return _reshape(tensordict, inner)
+            memo = self._lazy.get("memo_in")
+            if memo is None:
+                memo = self._lazy["memo_in"] = {}
+            return _reshape(tensordict, inner, memo, known=self.__dict__.get("_sources"))
         return tensordict  # an env that is not batch-locked steps the new batch as it is
 
     def _has_inverse(self) -> bool:
         return True
+
+    def _inv_writes_input(self) -> bool:
+        return False  # the inverse returns its input untouched or a reshaped new tensordict
 
     def _reset(
         self, tensordict: TensorDictBase, tensordict_reset: TensorDictBase

@@ -122,6 +122,9 @@ class Compose(Transform):
     def _has_inverse(self) -> bool:
         return any(t._has_inverse() for t in self.transforms)
 
+    def _inv_writes_input(self) -> bool:
+        return any(t._inv_writes_input() for t in self.transforms)
+
     def dump(self, **kwargs: Any) -> None:  # Any: recorder options (suffix, step)
         """Call ``dump`` on every transform of the chain (recorders write their data)."""
         for t in self.transforms:

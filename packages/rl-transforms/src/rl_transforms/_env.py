@@ -121,6 +121,7 @@ class TransformedEnv(EnvBase):
         transform = self.__dict__["_t"]
         transform._clear_cache()
         self.__dict__["_has_inv"] = transform._has_inverse()
+        self.__dict__["_inv_copy"] = transform._inv_writes_input()
         self._compute_specs()
 
     def _compute_specs(self) -> None:
@@ -176,7 +177,10 @@ class TransformedEnv(EnvBase):
         transform = self.__dict__["_t"]
         state = tensordict
         if self.__dict__["_has_inv"]:
-            state = transform._inv_call(tensordict.copy())
+            # a shallow copy keeps the caller's data free of inverse-transformed entries
+            state = transform._inv_call(
+                tensordict.copy() if self.__dict__["_inv_copy"] else tensordict
+            )
             # inverse-transformed entries the specs list as state (say the float action
             # an ActionDiscretizer computed) are kept in the data, as TorchRL records them;
             # an inverse that reshapes the batch (BatchSizeTransform) keeps its own layout

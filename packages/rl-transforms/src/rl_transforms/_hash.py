@@ -12,6 +12,7 @@ from tensordict import TensorDictBase
 from rl_specs import TensorSpec, Unbounded
 from rl_transforms._elementwise import UnaryTransform
 from rl_transforms._key_lists import KeyArg
+from rl_transforms._tensor_text import tensor_text
 
 
 def _repertoire_key(value: Any) -> Any:  # Any: a hash tensor, list or number
@@ -107,7 +108,12 @@ class Hash(UnaryTransform):
             >>> Hash.reproducible_hash("a")[:4]
             tensor([202, 151, 129,  18], dtype=torch.uint8)
         """
-        text = "" if string is None else str(string)
+        if string is None:
+            text = ""
+        elif isinstance(string, torch.Tensor):
+            text = tensor_text(string)  # str(string), built without torch's printing machinery
+        else:
+            text = str(string)
         if seed is not None:
             text = f"{seed}{text}"
         digest = hashlib.sha256(text.encode("utf-8")).digest()
@@ -175,6 +181,11 @@ class Hash(UnaryTransform):
             else:
                 tensordict.set_non_tensor(in_key, original)
         return tensordict
+
+    def _has_inverse(self) -> bool:
+        # the inverse only writes inputs back at in_keys_inv: without them a step needs
+        # neither the inverse pass nor the copy of its input that TransformedEnv makes for it
+        return bool(self.in_keys_inv)
 
     def _transform_spec(self, spec: TensorSpec) -> TensorSpec:
         # hash_fn sees the whole (batched) value, so its output shape is the spec's shape

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
-from rl_envs_core.extension import any_true, entries
+from rl_envs_core.extension import any_true, entries, new_unchecked
 from rl_envs_core.extension import get_entry as read
 from rl_envs_core.extension import set_entry as write
 from rl_specs import Composite, TensorSpec
@@ -164,46 +164,88 @@ class MultiAction(Transform):
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         keys, actions = self._split_actions(tensordict)
-        role_keys = self._keys()
         stepper = self._stepper()
         batch = tensordict.batch_size
         running = read(tensordict, "_step")
         stopped = None if running is None else ~running.reshape(batch)
-        reward_keys, observation_keys = role_keys["reward"], role_keys["observation"]
+        reward_keys = self._keys()["reward"]
         skip_keys = set(reward_keys)
         rewards: list[dict] = []
         observations: list[dict] = []
-        # the env hands the inverse transforms a shallow copy: it becomes the sub-step input
-        td = tensordict
         played = 0
-        for step_actions in actions[:-1]:
-            for key, action in zip(keys, step_actions):
+        # the sub-step inputs are new tensordicts: the caller's data is never written
+        if type(tensordict) is TensorDict and all(type(key) is str for key in keys):
+            # plain data: each sub-step input is built from the entries in one go
+            current = dict(entries(tensordict))
+            device = tensordict.device
+            for step_actions in actions[:-1]:
+                current.update(zip(keys, step_actions))
+                if stopped is not None:
+                    if bool(stopped.all()):
+                        break
+                    current["_step"] = ~stopped
+                td = new_unchecked(current, batch, device, nested=False)
+                nxt = stepper.next_of(td)
+                current = dict(entries(td))  # with whatever the env wrote into its input
+                stopped = self._after_sub_step(nxt, batch, stopped, rewards, observations)
+                played += 1
+                # the next sub-step starts from this one's output, rewards left out
+                if type(nxt) is TensorDict:
+                    for key, value in entries(nxt).items():
+                        if key not in skip_keys:
+                            current[key] = value
+                else:
+                    current.update(nxt.exclude(*reward_keys).items())
+            current.update(zip(keys, actions[-1]))
+            if stopped is not None:
+                current["_step"] = ~stopped
+            td = new_unchecked(current, batch, device, nested=False)
+        else:
+            td = tensordict.copy()
+            for step_actions in actions[:-1]:
+                for key, action in zip(keys, step_actions):
+                    write(td, key, action)
+                if stopped is not None:
+                    if bool(stopped.all()):
+                        break
+                    write(td, "_step", ~stopped)
+                nxt = stepper.next_of(td)
+                stopped = self._after_sub_step(nxt, batch, stopped, rewards, observations)
+                played += 1
+                if type(nxt) is TensorDict:
+                    for key, value in entries(nxt).items():
+                        if key not in skip_keys:
+                            write(td, key, value)
+                else:
+                    td.update(nxt.exclude(*reward_keys))
+            for key, action in zip(keys, actions[-1]):
                 write(td, key, action)
             if stopped is not None:
-                if bool(stopped.all()):
-                    break
                 write(td, "_step", ~stopped)
-            nxt = stepper.next_of(td)
-            played += 1
-            if self.stack_rewards:
-                rewards.append({key: read(nxt, key) for key in reward_keys})
-            if self.stack_observations:
-                observations.append({key: read(nxt, key) for key in observation_keys})
-            if type(nxt) is TensorDict:
-                for key, value in entries(nxt).items():
-                    if key not in skip_keys:
-                        write(td, key, value)
-            else:
-                td.update(nxt.exclude(*reward_keys))
-            done = self._done_mask(nxt, batch)
-            if done is not None:
-                stopped = done if stopped is None else stopped | done
-        for key, action in zip(keys, actions[-1]):
-            write(td, key, action)
-        if stopped is not None:
-            write(td, "_step", ~stopped)
         self.__dict__["_history"] = (rewards, observations, len(actions) - 1 - played)
         return td
+
+    def _after_sub_step(
+        self,
+        nxt: TensorDictBase,
+        batch: torch.Size,
+        stopped: torch.Tensor | None,
+        rewards: list[dict],
+        observations: list[dict],
+    ) -> torch.Tensor | None:
+        """Keep what a sub-step returned (rewards, observations); the elements now stopped."""
+        keys = self._keys()
+        if self.stack_rewards:
+            rewards.append({key: read(nxt, key) for key in keys["reward"]})
+        if self.stack_observations:
+            observations.append({key: read(nxt, key) for key in keys["observation"]})
+        done = self._done_mask(nxt, batch)
+        if done is not None:
+            stopped = done if stopped is None else stopped | done
+        return stopped
+
+    def _inv_writes_input(self) -> bool:
+        return False  # the sub-steps and the last step read new tensordicts
 
     def _done_mask(self, nxt: TensorDictBase, batch: torch.Size) -> torch.Tensor | None:
         """The elements done after a sub-step (``None`` when none is)."""

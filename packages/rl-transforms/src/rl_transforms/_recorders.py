@@ -17,6 +17,7 @@ import numpy as np
 import torch
 from tensordict import NestedKey, NonTensorData, TensorDict, TensorDictBase
 
+from rl_envs_core.extension import get_entry as read
 from rl_specs import Composite, NonTensor, Unbounded
 from rl_transforms._base import ObservationTransform, Transform
 from rl_transforms._image import CenterCrop
@@ -161,18 +162,22 @@ class VideoRecorder(ObservationTransform):
         self._make_grid = value
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
-        self.count += 1
-        if self.count % self.skip:
+        count = self.__dict__["count"] = self.__dict__["count"] + 1  # no nn.Module setattr
+        if count % self.skip:
             return next_tensordict
         for key in self.in_keys:
-            frame = next_tensordict.get(key, None)
-            if isinstance(frame, NonTensorData):
-                frame = frame.data
-            if frame is None:
-                continue
-            frame = torch.as_tensor(frame)
+            frame = read(next_tensordict, key)
+            if type(frame) is not torch.Tensor:
+                if isinstance(frame, NonTensorData):
+                    frame = frame.data
+                if frame is None:
+                    continue
+                frame = torch.as_tensor(frame)
             # a copy: envs may write their next frame into the same buffer
-            self.obs.append(frame.detach().to("cpu", copy=True))
+            if frame.is_cpu and not frame.requires_grad:
+                self.obs.append(frame.clone())
+            else:
+                self.obs.append(frame.detach().to("cpu", copy=True))
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
