@@ -15,6 +15,11 @@ if TYPE_CHECKING:
 KeyArg = NestedKey | Sequence[NestedKey] | None
 
 
+def as_tuple(key: NestedKey) -> tuple[str, ...]:
+    """``key`` as a tuple of strings (an unravelled nested key, or a 1-tuple)."""
+    return key if isinstance(key, tuple) else (key,)
+
+
 def key_list(keys: KeyArg, *, owner: str, name: str) -> list[NestedKey]:
     """Normalise ``keys`` (one key, a sequence of keys or ``None``) into a list of unravelled keys.
 

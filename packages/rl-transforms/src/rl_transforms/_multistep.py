@@ -14,12 +14,9 @@ from tensordict import NestedKey, TensorDictBase
 
 from rl_transforms._backends import require
 from rl_transforms._base import Transform
+from rl_transforms._key_lists import as_tuple
 
 REPLAY = "replay"
-
-
-def _as_tuple(key: NestedKey) -> tuple[str, ...]:
-    return key if isinstance(key, tuple) else (key,)
 
 
 class MultiStepTransform(Transform):
@@ -104,12 +101,12 @@ class MultiStepTransform(Transform):
         data = tensordict
         if self._buffer is not None:
             data = torch.cat([self._buffer, tensordict], time)
-        originals = {k: data.get(("next", *_as_tuple(k))) for k in self.reward_keys}
+        originals = {k: data.get(("next", *as_tuple(k))) for k in self.reward_keys}
         self._configure()
         out = self._multi_step(data)
         out = out.exclude(("next", "original_reward"))
         for key, value in originals.items():
-            key = _as_tuple(key)
+            key = as_tuple(key)
             out.set(("next", *key[:-1], key[-1] + "_orig"), value)
         steps = data.batch_size[time]
         keep = min(self.n_steps - 1, steps)
