@@ -11,6 +11,7 @@ from torch import nn
 
 from rl_specs import Composite
 from rl_transforms._base import TDCallable, Transform
+from rl_transforms._key_lists import writable
 
 
 class _CallableTransform(Transform):
@@ -134,11 +135,13 @@ class Compose(Transform):
 
     # ------------------------------------------------------------------ specs
     def transform_output_spec(self, output_spec: Composite) -> Composite:
+        output_spec = writable(output_spec)
         for t in self.transforms:
             output_spec = t.transform_output_spec(output_spec)
         return output_spec
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
+        input_spec = writable(input_spec)
         for t in self.transforms:
             input_spec = t.transform_input_spec(input_spec)
         return input_spec

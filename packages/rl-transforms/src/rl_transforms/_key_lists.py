@@ -118,3 +118,10 @@ def set_unlocked(spec: Composite) -> Composite:
     if unlock is not None:
         unlock()
     return spec
+
+
+def writable(spec: Composite) -> Composite:
+    """``spec`` itself, or an unlocked clone when it is locked (the caller's spec stays as is)."""
+    if getattr(spec, "locked", False):
+        return set_unlocked(spec.clone())
+    return spec
