@@ -104,6 +104,26 @@ def _declared(env: EnvBase) -> dict[tuple[str, ...], object]:
     return out
 
 
+def fit_done_shapes(env: EnvBase, out: TensorDictBase) -> bool:
+    """Reshape done entries that hold the right number of flags in another shape.
+
+    A ``_step`` may return ``done=False`` (a scalar) for a done spec of shape ``(1,)``;
+    the flag is reshaped to the spec's shape. Returns whether any entry was reshaped.
+    """
+    reshaped = False
+    for key, leaf in env._done_leaf_specs():
+        value = out.get(key, None)
+        if not isinstance(value, torch.Tensor) or is_non_tensor(value):
+            continue
+        shape = expected_shape(env, leaf.shape, out)
+        if -1 in shape or tuple(value.shape) == shape:
+            continue
+        if value.numel() == torch.Size(shape).numel():
+            out.set(key, value.reshape(shape))
+            reshaped = True
+    return reshaped
+
+
 def check_step_output(env: EnvBase, tensordict: TensorDictBase, out: TensorDictBase) -> None:
     """Raise a clear error if ``_step`` returned undeclared, missing or mis-shaped entries.
 
