@@ -351,3 +351,9 @@ def test_scalar_done_flags_take_the_spec_shape_on_every_step():
     assert data["next", "done"].shape == (3, 1)
     assert data["next", "terminated"].shape == (3, 1)
     assert not data["next", "done"].any()
+
+
+def test_an_action_with_the_spec_numel_in_another_shape_is_accepted():
+    env = CountingEnv(max_steps=5, batch_size=[2])
+    data = env.rollout(3, lambda td: td.set("action", torch.ones(2, dtype=torch.long)))
+    assert data["next", "observation"][:, -1].flatten().tolist() == [3.0, 3.0]

@@ -75,7 +75,11 @@ def check_step_input(
         if is_non_tensor(value):
             continue
         shape = expected_shape(env, leaf.shape, tensordict)
-        if not shape_matches(shape, tuple(value.shape)):
+        # an action holding exactly the spec's number of elements in another shape (a
+        # scalar for a (1,) spec) is the policy's choice: the env's _step receives it as is
+        if not shape_matches(shape, tuple(value.shape)) and (
+            -1 in shape or value.numel() != torch.Size(shape).numel()
+        ):
             raise ValueError(
                 f"The action at key {key!r} should have shape {shape}, got "
                 f"{tuple(value.shape)}. Fix the policy output (for a batched env the "
