@@ -19,7 +19,7 @@ from rl_envs_core.extension import key_layout, register_transformed_env_factory
 from rl_transforms._auto_unwrap import auto_unwrap_transformed_env
 from rl_transforms._base import TDCallable, Transform
 from rl_transforms._compose import Compose, as_transform
-from rl_transforms._key_lists import set_unlocked
+from rl_transforms._key_lists import as_tuple, set_unlocked
 
 
 class TransformedEnv(EnvBase):
@@ -121,6 +121,13 @@ class TransformedEnv(EnvBase):
         transform = self.__dict__["_t"]
         transform._clear_cache()
         self.__dict__["_has_inv"] = transform._has_inverse()
+        # entries the policy writes for an inverse transform keep the policy's value
+        self.__dict__["_policy_written"] = frozenset(
+            as_tuple(key)
+            for t in transform.modules()
+            if isinstance(t, Transform)
+            for key in t._out_keys_inv
+        )
         self._compute_specs()
 
     def _compute_specs(self) -> None:
@@ -181,7 +188,10 @@ class TransformedEnv(EnvBase):
             # an ActionDiscretizer computed) are kept in the data, as TorchRL records them;
             # an inverse that reshapes the batch (BatchSizeTransform) keeps its own layout
             same_batch = state.batch_size == tensordict.batch_size
+            written = self.__dict__["_policy_written"]
             for key in key_layout(self)["state_keys"] if same_batch else ():
+                if as_tuple(key) in written:
+                    continue  # the policy's own value (a permuted state stays permuted)
                 value = read(state, key)
                 if value is not None and value is not read(tensordict, key):
                     tensordict.set(key, value)
