@@ -49,9 +49,52 @@ class TestObservationNorm:
         env = TransformedEnv(counting_env(max_steps=4), t)
         t.init_stats(num_iter=40)
         assert t.initialized
-        values = env.rollout(40, break_when_any_done=False)["next", "observation"]
+        values = env.rollout(40)["observation"]  # rollouts stop at done, as in init_stats
         assert values.mean().abs().item() < 0.2
         assert abs(values.std().item() - 1.0) < 0.2
+
+    @pytest.mark.parametrize("standard_normal", [True, False])
+    def test_init_stats_on_a_batched_env_is_per_feature(self, continuous_env, standard_normal):
+        t = ObservationNorm(standard_normal=standard_normal)
+        env = TransformedEnv(continuous_env(batch_size=[4]), t)
+        t.init_stats(num_iter=80, reduce_dim=(0, 1), cat_dim=1)
+        feature = env.base_env.observation_spec["observation"].shape[-1]
+        assert t.loc.shape == t.scale.shape == (feature,)
+        values = env.base_env.rollout(20)["observation"].reshape(-1, feature)
+        normed = t._apply_transform(values)
+        assert normed.mean(0).abs().max().item() < 1.0
+
+    def test_init_stats_reduce_dim_zero_on_a_batched_env_keeps_time(self, counting_env):
+        t = ObservationNorm(standard_normal=True)
+        TransformedEnv(counting_env(batch_size=[3], max_steps=4), t)
+        t.init_stats(num_iter=12)  # reduces the env batch dim only: one stat per time step
+        assert t.loc.squeeze(-1).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+    def test_init_stats_keep_dims(self, counting_env):
+        t = ObservationNorm(standard_normal=True)
+        TransformedEnv(counting_env(max_steps=4), t)
+        t.init_stats(num_iter=8, reduce_dim=(0, 1), cat_dim=0, keep_dims=(1,))
+        assert t.loc.shape == (1,) and t.loc.item() == pytest.approx(1.5)
+
+    @pytest.mark.parametrize(
+        "kwargs, match",
+        [
+            ({"reduce_dim": (0, 1)}, "needs cat_dim when reduce_dim is not an int"),
+            ({"reduce_dim": 0, "cat_dim": 1}, "cat_dim to be part of reduce_dim"),
+            ({"reduce_dim": 0, "keep_dims": (1,)}, "keep_dims within"),
+        ],
+    )
+    def test_init_stats_bad_dims_raise(self, counting_env, kwargs, match):
+        t = ObservationNorm()
+        TransformedEnv(counting_env(), t)
+        with pytest.raises(ValueError, match=match):
+            t.init_stats(4, **kwargs)
+
+    def test_init_stats_twice_raises(self, counting_env):
+        t = ObservationNorm(loc=0.0, scale=1.0)
+        TransformedEnv(counting_env(), t)
+        with pytest.raises(RuntimeError, match="already initialized"):
+            t.init_stats(4)
 
     def test_init_stats_without_parent_raises(self):
         with pytest.raises(RuntimeError, match=r"init_stats needs the transform in an env"):

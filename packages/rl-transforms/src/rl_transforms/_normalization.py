@@ -120,22 +120,60 @@ class ObservationNorm(Transform):
         key: NestedKey | None = None,
         keep_dims: tuple[int, ...] | None = None,
     ) -> None:
-        """Set ``loc`` and ``scale`` from ``num_iter`` random steps of the parent env.
+        """Set ``loc`` and ``scale`` from random rollouts of the parent env.
+
+        Rollouts (random actions, stopping at the first done) are collected until they
+        hold at least ``num_iter`` steps; the entry ``key`` of each, shaped
+        ``[*env.batch_size, time, *feature]``, is concatenated along ``cat_dim`` and its
+        mean and standard deviation are taken over ``reduce_dim``. Dims count from
+        the start of that shape, so on an env of batch size ``[B]``,
+        ``reduce_dim=(0, 1), cat_dim=1`` gives per-feature statistics.
 
         Args:
-            num_iter (int): the number of steps collected.
-            reduce_dim (int or tuple of int, optional): dims reduced to compute the
-                statistics, dim 0 being the samples. Defaults to ``0``.
-            cat_dim (int, optional): accepted for compatibility: steps (and batch
-                elements) are always gathered along dim 0. Defaults to ``None``.
+            num_iter (int): the least number of steps collected.
+            reduce_dim (int or tuple of int, optional): the dims the statistics are
+                taken over. Defaults to ``0``.
+            cat_dim (int, optional): the dim rollouts are concatenated along; it must
+                be ``reduce_dim`` or one of its dims. Defaults to ``reduce_dim`` (which
+                must then be an int).
             key (NestedKey, optional): the entry used. Defaults to the single in_key.
-            keep_dims (tuple of int, optional): reduced dims kept with size one.
-                Defaults to ``None``.
+            keep_dims (tuple of int, optional): dims of ``reduce_dim`` kept with size
+                one in ``loc`` and ``scale``. Defaults to ``None``.
 
         Raises:
-            RuntimeError: if the transform has no parent env.
-            ValueError: if ``key`` is ambiguous or ``num_iter`` is too small.
+            RuntimeError: if the transform has no parent env, is already initialized,
+                or the statistics are not finite.
+            ValueError: if ``cat_dim`` or ``keep_dims`` do not fit ``reduce_dim``, or
+                ``key`` is ambiguous.
+
+        Examples:
+            >>> import torch
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> from rl_transforms import TransformedEnv
+            >>> t = ObservationNorm(standard_normal=True)
+            >>> env = TransformedEnv(CountingEnv(batch_size=[3], max_steps=4), t)
+            >>> t.init_stats(num_iter=24, reduce_dim=(0, 1), cat_dim=1)
+            >>> t.loc, t.scale.shape
+            (tensor([1.5000]), torch.Size([1]))
         """
+        reduce = [reduce_dim] if isinstance(reduce_dim, int) else list(reduce_dim)
+        if cat_dim is None:
+            if not isinstance(reduce_dim, int):
+                raise ValueError(
+                    f"ObservationNorm.init_stats needs cat_dim when reduce_dim is not an int, "
+                    f"got reduce_dim={reduce_dim}. Pass e.g. cat_dim={reduce[0]}."
+                )
+            cat_dim = reduce_dim
+        if cat_dim not in reduce:
+            raise ValueError(
+                f"ObservationNorm.init_stats expected cat_dim to be part of reduce_dim, got "
+                f"cat_dim={cat_dim}, reduce_dim={reduce_dim}."
+            )
+        if self.initialized:
+            raise RuntimeError(
+                "ObservationNorm.init_stats: loc and scale are already initialized. Build a "
+                "new ObservationNorm to recompute them."
+            )
         parent = self.parent
         if parent is None:
             raise RuntimeError(
@@ -149,25 +187,36 @@ class ObservationNorm(Transform):
                     f"got in_keys={self.in_keys}."
                 )
             key = self.in_keys[0]
-        rollout = parent.rollout(num_iter, break_when_any_done=False)
-        values = rollout.get(("next", key))
-        values = values.reshape(-1, *values.shape[rollout.batch_dims :])
-        if values.shape[0] < 2:
+        chunks, collected = [], 0
+        while collected < num_iter:
+            rollout = parent.rollout(num_iter)
+            collected += rollout.numel()
+            chunks.append(rollout.get(key))
+        data = torch.cat(chunks, cat_dim)
+        ndim = data.ndim
+        reduce = sorted({d % ndim for d in reduce})
+        keep = sorted({d % ndim for d in keep_dims or ()})
+        if not set(keep) <= set(reduce):
             raise ValueError(
-                f"ObservationNorm.init_stats needs at least 2 samples, got {values.shape[0]}. "
-                f"Increase num_iter."
+                f"ObservationNorm.init_stats expected keep_dims within reduce_dim, got "
+                f"keep_dims={keep_dims}, reduce_dim={reduce_dim}."
             )
-        mean = values.mean(reduce_dim, keepdim=True)
-        std = values.std(reduce_dim, keepdim=True).clamp_min(self.eps)
-        keep = set(keep_dims or ())
-        dims = [reduce_dim] if isinstance(reduce_dim, int) else list(reduce_dim)
-        for d in sorted((d % values.ndim for d in dims), reverse=True):
+        mean = data.mean(reduce, keepdim=True)
+        std = data.std(reduce, keepdim=True)
+        for d in reversed(reduce):
             if d not in keep:
                 mean, std = mean.squeeze(d), std.squeeze(d)
         if self.standard_normal:
-            self.loc, self.scale = mean, std
+            loc, scale = mean, std.clamp_min(self.eps)
         else:
-            self.loc, self.scale = -mean / std, 1.0 / std
+            scale = 1.0 / std.clamp_min(self.eps)
+            loc = -mean * scale
+        if not (torch.isfinite(loc).all() and torch.isfinite(scale).all()):
+            raise RuntimeError(
+                f"ObservationNorm.init_stats computed non-finite statistics from {key!r} "
+                f"(too few samples along reduce_dim={reduce_dim}?). Increase num_iter."
+            )
+        self.loc, self.scale = loc, scale
         container = self.container
         if container is not None:
             container._container_changed()
