@@ -195,12 +195,33 @@ class TransformedEnv(EnvBase):
                 value = read(state, key)
                 if value is not None and value is not read(tensordict, key):
                     tensordict.set(key, value)
+            step_mask = read(state, "_step")
+            if step_mask is not None and not bool(step_mask.any()):
+                # every element skips this step (ConditionalSkip): neither the base env
+                # nor the transforms run; the step repeats the current data
+                return self._skipped_step(tensordict)
         base = self.__dict__["_base"]
         if type(base).step is EnvBase.step:  # the next data without the write + read back
             next_tensordict = base.next_of(state)
         else:
             next_tensordict = read(base.step(state), "next")
         return transform._step(tensordict, next_tensordict)
+
+    def _skipped_step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """The next data of a skipped step: the current entries, zeros for the others."""
+        output = self.output_spec
+        shape = tensordict.batch_size
+        extra = shape[: len(shape) - len(self.batch_size)]
+        out = TensorDict(batch_size=shape, device=tensordict.device)
+        for role in ("full_done_spec", "full_observation_spec", "full_reward_spec"):
+            spec = output[role]
+            for key in spec.keys(True, True):
+                value = tensordict.get(key, None)
+                if value is None:
+                    leaf = spec[key]
+                    value = leaf.zero(extra) if extra else leaf.zero()
+                out.set(key, value)
+        return out
 
     def _reset(
         self, tensordict: TensorDictBase | None = None, **kwargs: Any
