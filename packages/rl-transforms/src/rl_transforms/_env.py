@@ -25,6 +25,9 @@ from rl_transforms._key_lists import as_tuple, set_unlocked
 class TransformedEnv(EnvBase):
     """A transformed_in environment.
 
+    Transforms join the env (at construction, ``append_transform`` or
+    ``insert_transform``) in eval mode; ``env.train()`` / ``env.eval()`` switch them.
+
     Args:
         base_env (EnvBase): the environment to wrap.
         transform (Transform or callable, optional): the transform(s) to apply.
@@ -106,7 +109,7 @@ class TransformedEnv(EnvBase):
         return self.__dict__["_t"]
 
     def _set_transform(self, transform: Transform | TDCallable) -> None:
-        transform = as_transform(transform)
+        transform = as_transform(transform).eval()  # transforms join an env in eval mode
         old = self.__dict__.get("_t")
         transform.set_container(self)
         if old is not None and old is not transform:
@@ -150,7 +153,7 @@ class TransformedEnv(EnvBase):
         Raises:
             ValueError: if ``transform`` already has a parent.
         """
-        self._as_compose().append(transform)
+        self._as_compose().append(as_transform(transform).eval())
         return self
 
     def insert_transform(self, index: int, transform: Transform | TDCallable) -> TransformedEnv:
@@ -160,7 +163,7 @@ class TransformedEnv(EnvBase):
             ValueError: if ``transform`` already has a parent.
             IndexError: if ``index`` is out of range.
         """
-        self._as_compose().insert(index, transform)
+        self._as_compose().insert(index, as_transform(transform).eval())
         return self
 
     def _as_compose(self) -> Compose:
