@@ -120,3 +120,17 @@ class TestRemoveEmptySpecs:
 
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(), RemoveEmptySpecs()))
+
+    def test_inverse_puts_back_the_empty_state_composites(self, counting_env):
+        base = counting_env()
+        base.state_spec = Composite(memory=Composite(slot=Composite()))
+        env = TransformedEnv(base, RemoveEmptySpecs())
+        assert "memory" not in env.state_spec.keys()
+        restored = env.transform.inv(TensorDict())
+        assert ("memory", "slot") in restored.keys(True)
+        assert restored["memory", "slot"].is_empty()
+        check_env_specs(env)
+
+    def test_inverse_outside_an_env_changes_nothing(self):
+        td = TensorDict({"a": {"b": {}}})
+        assert set(RemoveEmptySpecs().inv(td).keys(True)) == {"a", ("a", "b")}

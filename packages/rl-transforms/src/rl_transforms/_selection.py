@@ -232,7 +232,8 @@ class RemoveEmptySpecs(Transform):
     """Removes empty specs and content from an environment.
 
     Nested composites without any leaf are removed from the specs, and empty nested
-    tensordicts from the data.
+    tensordicts from the data. On the inverse path (inside an env), the empty state
+    composites the base env declares are put back as empty tensordicts.
 
     Examples:
         >>> import torch
@@ -258,4 +259,15 @@ class RemoveEmptySpecs(Transform):
     transform_observation_spec = _prune
     transform_reward_spec = _prune
     transform_done_spec = _prune
-    transform_state_spec = _prune
+
+    def transform_state_spec(self, state_spec: Composite) -> Composite:
+        # the base env may expect its empty state composites back: remember them
+        self._lazy["empty_state"] = [key for key in _empty_keys(state_spec)]
+        return self._prune(state_spec)
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Put back the empty state composites the base env declares (in an env only)."""
+        for key in reversed(self._lazy.get("empty_state", ())):  # outermost first
+            if tensordict.get(key, None) is None:
+                tensordict.set(key, tensordict.empty())
+        return tensordict
