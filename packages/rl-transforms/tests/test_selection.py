@@ -18,6 +18,22 @@ from rl_transforms import (
 
 
 class TestRenameTransform:
+    @pytest.mark.parametrize("create_copy", [True, False])
+    def test_renamed_action_with_and_without_copy(self, continuous_env, create_copy):
+        t = RenameTransform(
+            [],
+            [],
+            in_keys_inv=["action"],
+            out_keys_inv=[("renamed", "action")],
+            create_copy=create_copy,
+        )
+        env = TransformedEnv(continuous_env(), t)
+        assert ("renamed", "action") in env.action_keys
+        assert ("action" in env.action_keys) is create_copy
+        data = env.rollout(2)
+        assert ("renamed", "action") in data.keys(True)
+        assert ("action" in data.keys()) is create_copy
+
     def test_renames_output(self, counting_env):
         env = TransformedEnv(counting_env(), RenameTransform(["observation"], ["obs"]))
         data = env.rollout(2)
