@@ -176,6 +176,23 @@ class TestCatTensors:
 
 
 class TestStack:
+    @pytest.mark.parametrize("del_keys", [True, False])
+    def test_deleted_inputs_take_their_emptied_groups_along(self, del_keys):
+        td = TensorDict(
+            {
+                ("g0", "a0", "obs"): torch.zeros(3),
+                ("g0", "a1", "obs"): torch.ones(3),
+                ("g1", "a2", "obs"): torch.ones(3),
+                ("g1", "other"): torch.zeros(1),
+            }
+        )
+        keys = [("g0", "a0", "obs"), ("g0", "a1", "obs"), ("g1", "a2", "obs")]
+        out = Stack(keys, "all", del_keys=del_keys)(td)
+        assert out["all"].shape == (3, 3)
+        assert ("g0" in out.keys()) is not del_keys
+        assert ("g1", "other") in out.keys(True)  # a group with other entries stays
+        assert (("g1", "a2") in out.keys(True)) is not del_keys
+
     def test_stacks_and_unbinds(self):
         t = Stack(["a", "b"], "ab", in_key_inv="ab", out_keys_inv=["a", "b"], dim=-2)
         out = t(TensorDict({"a": torch.zeros(2), "b": torch.ones(2)}))
