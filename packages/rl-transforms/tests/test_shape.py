@@ -188,6 +188,7 @@ class TestStack:
         )
         keys = [("g0", "a0", "obs"), ("g0", "a1", "obs"), ("g1", "a2", "obs")]
         out = Stack(keys, "all", del_keys=del_keys)(td)
+        assert out is td  # in place
         assert out["all"].shape == (3, 3)
         assert ("g0" in out.keys()) is not del_keys
         assert ("g1", "other") in out.keys(True)  # a group with other entries stays

@@ -79,8 +79,8 @@ class ClipTransform(Transform):
     ) -> None:
         if low is None and high is None:
             raise TypeError(
-                "ClipTransform expected low and/or high, got neither: either one or both of "
-                "`high` and `low` must be provided. Pass e.g. low=-1.0, high=1.0."
+                "ClipTransform expected low and/or high, got neither. Either one or both of "
+                "`high` and `low` must be provided: pass e.g. low=-1.0, high=1.0."
             )
         for name, bound in (("low", low), ("high", high)):
             if isinstance(bound, torch.Tensor) and bound.numel() != 1:

@@ -305,13 +305,25 @@ class CatTensors(Transform):
         return f"CatTensors(in_keys={self.in_keys}, out_key={self.out_key!r}, dim={self.dim})"
 
 
-def _drop_emptied_parents(tensordict: TensorDictBase, keys: list[NestedKey]) -> TensorDictBase:
-    """Remove the nested tensordicts that deleting ``keys`` left empty (deepest first)."""
+def _delete_with_emptied_parents(tensordict: TensorDictBase, keys: list[NestedKey]) -> TensorDictBase:
+    """Delete ``keys`` in place, then the nested tensordicts left empty (deepest first).
+
+    A locked tensordict (a batched env's shared buffer) is not modified: a copy without
+    those entries is returned instead.
+    """
+    if tensordict.is_locked:
+        tensordict = tensordict.exclude(*keys)
+    else:
+        for key in keys:
+            tensordict.del_(key)
     parents = {key[:depth] for key in keys if isinstance(key, tuple) for depth in range(1, len(key))}
     for parent in sorted(parents, key=len, reverse=True):
         value = tensordict.get(parent, None)
         if value is not None and is_tensor_collection(value) and value.is_empty():
-            tensordict = tensordict.exclude(parent)
+            if tensordict.is_locked:
+                tensordict = tensordict.exclude(parent)
+            else:
+                tensordict.del_(parent)
     return tensordict
 
 
@@ -378,9 +390,7 @@ class Stack(Transform):
             values.append(value)
         next_tensordict.set(self.out_key, torch.stack(values, self.dim))
         if self.del_keys:
-            next_tensordict = _drop_emptied_parents(
-                next_tensordict.exclude(*self._in_keys), self._in_keys
-            )
+            next_tensordict = _delete_with_emptied_parents(next_tensordict, self._in_keys)
         return next_tensordict
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
