@@ -47,7 +47,8 @@ class TestClipTransform:
         [
             ({}, TypeError, "expected low and/or high"),
             ({"low": torch.zeros(2)}, TypeError, "low and high must be scalars or None"),
-            ({"low": 1.0, "high": 0.0}, ValueError, "expected low <= high"),
+            ({"low": 1.0, "high": 0.0}, ValueError, "expected low < high"),
+            ({"low": 1.0, "high": 1.0}, ValueError, "strictly lower than `high`"),
         ],
     )
     def test_bad_bounds_raise(self, kwargs, error, match):

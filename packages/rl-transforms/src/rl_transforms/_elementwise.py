@@ -57,7 +57,7 @@ class ClipTransform(Transform):
 
     Raises:
         TypeError: if both bounds are ``None``, or a bound is a tensor of several elements.
-        ValueError: if ``low > high``.
+        ValueError: if ``low >= high``.
 
     Examples:
         >>> import torch
@@ -88,9 +88,10 @@ class ClipTransform(Transform):
                     f"ClipTransform expected scalar bounds, got {name} of shape "
                     f"{tuple(bound.shape)}: low and high must be scalars or None. Pass a float."
                 )
-        if low is not None and high is not None and low > high:
+        if low is not None and high is not None and low >= high:
             raise ValueError(
-                f"ClipTransform expected low <= high, got low={low}, high={high}. Swap them."
+                f"ClipTransform expected low < high, got low={low}, high={high}: `low` must be "
+                f"strictly lower than `high`. Swap them (or widen the interval)."
             )
         super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
         self.low = low
