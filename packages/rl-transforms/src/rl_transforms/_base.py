@@ -283,7 +283,10 @@ class Transform(nn.Module):
         input_spec = writable(input_spec)
         input_spec["full_action_spec"] = self.transform_action_spec(input_spec["full_action_spec"])
         state_spec = self.transform_state_spec(input_spec["full_state_spec"])
-        for key, spec in self._lazy.get("carried", {}).items():
+        carried = self._lazy.get("carried", {})
+        if state_spec is None and carried:
+            state_spec = Composite(shape=input_spec.shape, device=input_spec.device)
+        for key, spec in carried.items():
             state_spec[key] = spec.clone()
         input_spec["full_state_spec"] = state_spec
         return input_spec

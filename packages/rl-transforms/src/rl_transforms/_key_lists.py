@@ -99,6 +99,8 @@ def map_leaf_specs(
     A single leaf spec (not a :class:`Composite`) is taken as the spec of the
     transform's entry and mapped directly.
     """
+    if spec is None:  # an absent role (e.g. full_state_spec=None)
+        return spec
     if not isinstance(spec, Composite):
         return fn(spec) if in_keys else spec
     for in_key, out_key in zip(in_keys, out_keys):
