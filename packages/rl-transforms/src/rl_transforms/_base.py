@@ -95,6 +95,10 @@ class Transform(nn.Module):
     """
 
     invertible: bool = False
+    #: whether an all-False ``"_step"`` mask written by this transform's inverse means
+    #: "skip the step": the TransformedEnv then runs neither its base env nor its
+    #: transforms (ConditionalSkip); other transforms handle their masks themselves
+    _skips_whole_steps: bool = False
 
     def __init__(
         self,

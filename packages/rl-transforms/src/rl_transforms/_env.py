@@ -124,6 +124,10 @@ class TransformedEnv(EnvBase):
         transform = self.__dict__["_t"]
         transform._clear_cache()
         self.__dict__["_has_inv"] = transform._has_inverse()
+        # a chain with a step-skipping transform (ConditionalSkip) may skip whole steps
+        self.__dict__["_skips_steps"] = any(
+            getattr(t, "_skips_whole_steps", False) for t in transform.modules()
+        )
         # entries the policy writes for an inverse transform keep the policy's value
         self.__dict__["_policy_written"] = frozenset(
             as_tuple(key)
@@ -198,7 +202,7 @@ class TransformedEnv(EnvBase):
                 value = read(state, key)
                 if value is not None and value is not read(tensordict, key):
                     tensordict.set(key, value)
-            step_mask = read(state, "_step")
+            step_mask = read(state, "_step") if self.__dict__["_skips_steps"] else None
             if step_mask is not None and not bool(step_mask.any()):
                 # every element skips this step (ConditionalSkip): neither the base env
                 # nor the transforms run; the step repeats the current data

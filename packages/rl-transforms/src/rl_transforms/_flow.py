@@ -282,6 +282,8 @@ class ConditionalSkip(Transform):
         tensor([1., 2., 2., 2.])
     """
 
+    _skips_whole_steps = True
+
     def __init__(self, cond: Callable[[TensorDictBase], bool | torch.Tensor]) -> None:
         if not callable(cond):
             raise TypeError(f"ConditionalSkip expected a callable cond, got {type(cond).__name__}.")
