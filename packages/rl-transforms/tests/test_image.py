@@ -137,6 +137,7 @@ class TestToTensorImage:
             t = ToTensorImage()
         finally:
             torch.set_default_dtype(previous)
+
         def image():
             return TensorDict({"pixels": torch.zeros(4, 5, 3, dtype=torch.uint8)})
 

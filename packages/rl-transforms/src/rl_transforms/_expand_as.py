@@ -97,4 +97,6 @@ class ExpandAs(Transform):
         return output_spec
 
     def __repr__(self) -> str:
-        return f"ExpandAs(in_key={self.in_key!r}, ref_key={self.ref_key!r}, out_key={self.out_key!r})"
+        return (
+            f"ExpandAs(in_key={self.in_key!r}, ref_key={self.ref_key!r}, out_key={self.out_key!r})"
+        )

@@ -305,7 +305,9 @@ class CatTensors(Transform):
         return f"CatTensors(in_keys={self.in_keys}, out_key={self.out_key!r}, dim={self.dim})"
 
 
-def _delete_with_emptied_parents(tensordict: TensorDictBase, keys: list[NestedKey]) -> TensorDictBase:
+def _delete_with_emptied_parents(
+    tensordict: TensorDictBase, keys: list[NestedKey]
+) -> TensorDictBase:
     """Delete ``keys`` in place, then the nested tensordicts left empty (deepest first).
 
     A locked tensordict (a batched env's shared buffer) is not modified: a copy without
@@ -316,7 +318,9 @@ def _delete_with_emptied_parents(tensordict: TensorDictBase, keys: list[NestedKe
     else:
         for key in keys:
             tensordict.del_(key)
-    parents = {key[:depth] for key in keys if isinstance(key, tuple) for depth in range(1, len(key))}
+    parents = {
+        key[:depth] for key in keys if isinstance(key, tuple) for depth in range(1, len(key))
+    }
     for parent in sorted(parents, key=len, reverse=True):
         value = tensordict.get(parent, None)
         if value is not None and is_tensor_collection(value) and value.is_empty():
