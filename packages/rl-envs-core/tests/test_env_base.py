@@ -312,3 +312,43 @@ def test_shape_is_the_batch_size():
     from rl_envs_core.testing import CountingEnv
 
     assert CountingEnv(batch_size=[3]).shape == torch.Size([3])
+
+
+class ScalarDoneEnv(EnvBase):
+    """Declares (1,)-shaped done flags but returns plain Python bools from _step."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(observation=Unbounded((2,)))
+        self.action_spec = Categorical(2, (1,), dtype=torch.bool)
+        self.reward_spec = Unbounded((1,))
+
+    def _reset(self, tensordict):
+        return TensorDict({"observation": torch.zeros(2)})
+
+    def _step(self, tensordict):
+        return TensorDict(
+            {
+                "observation": torch.ones(2),
+                "reward": torch.ones(1),
+                "done": False,
+                "terminated": False,
+            }
+        )
+
+    def _set_seed(self, seed):
+        pass
+
+
+def test_scalar_done_flags_take_the_spec_shape_on_every_step():
+    env = ScalarDoneEnv()
+    data = env.rollout(3)
+    assert data["next", "done"].shape == (3, 1)
+    assert data["next", "terminated"].shape == (3, 1)
+    assert not data["next", "done"].any()
+
+
+def test_an_action_with_the_spec_numel_in_another_shape_is_accepted():
+    env = CountingEnv(max_steps=5, batch_size=[2])
+    data = env.rollout(3, lambda td: td.set("action", torch.ones(2, dtype=torch.long)))
+    assert data["next", "observation"][:, -1].flatten().tolist() == [3.0, 3.0]

@@ -140,6 +140,19 @@ class TestTransform:
 
 
 class TestCompose:
+    def test_transforms_given_as_a_keyword_list(self):
+        t = Compose(
+            transforms=[RewardScaling(loc=1.0, scale=1.0), RewardScaling(loc=0.0, scale=2.0)]
+        )
+        assert len(t) == 2
+        assert t(TensorDict({"reward": torch.zeros(1)}))["reward"].item() == 2.0
+
+    def test_transforms_given_both_ways_raise(self):
+        with pytest.raises(TypeError, match="Pass them one way"):
+            Compose(
+                RewardScaling(loc=0.0, scale=1.0), transforms=[RewardScaling(loc=0.0, scale=1.0)]
+            )
+
     def test_forward_runs_in_order(self):
         t = Compose(RewardScaling(loc=1.0, scale=1.0), RewardScaling(loc=0.0, scale=2.0))
         assert t(TensorDict({"reward": torch.zeros(1)}))["reward"].item() == 2.0

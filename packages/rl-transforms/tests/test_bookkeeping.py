@@ -224,8 +224,12 @@ class TestInitTracker:
         assert env.reset()["first"].shape == torch.Size([2, 1])
         assert t.out_keys == ["first"]
 
+    def test_nested_init_key_raises(self):
+        with pytest.raises(ValueError, match="init_key can only be of type str"):
+            InitTracker(init_key=("a", "b"))
+
     def test_forward_on_stored_data_raises(self):
-        with pytest.raises(RuntimeError, match=r"InitTracker marks the first step"):
+        with pytest.raises(NotImplementedError, match=r"InitTracker cannot be executed without a parent"):
             InitTracker()(TensorDict())
 
     def test_check_env_specs(self, counting_env):

@@ -7,6 +7,7 @@ import torch
 from tensordict import TensorDict
 
 from rl_envs_core import check_env_specs
+from rl_specs import Bounded, Composite
 from rl_transforms import (
     DeviceCastTransform,
     DoubleToFloat,
@@ -150,3 +151,11 @@ class TestDeviceCastEnvDevice:
         out = DeviceCastTransform("cpu:1", in_keys=["a"])(data)
         assert out.device is None
         assert data.device == torch.device("cpu:0")
+
+
+def test_input_spec_without_state_spec_is_transformed():
+    action = Bounded(0.0, 1.0, (3,), dtype=torch.float64)
+    spec = Composite(full_action_spec=Composite(action=action), full_state_spec=None)
+    out = DoubleToFloat(in_keys_inv=["action"]).transform_input_spec(spec)
+    assert out["full_action_spec", "action"].dtype == torch.float32
+    assert out.get("full_state_spec") is None

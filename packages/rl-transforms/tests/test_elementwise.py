@@ -43,11 +43,16 @@ class TestClipTransform:
         ].tolist() == [0.0, 9.0]
 
     @pytest.mark.parametrize(
-        "kwargs, match",
-        [({}, "expected low and/or high"), ({"low": 1.0, "high": 0.0}, "expected low <= high")],
+        "kwargs, error, match",
+        [
+            ({}, TypeError, "expected low and/or high"),
+            ({"low": torch.zeros(2)}, TypeError, "low and high must be scalars or None"),
+            ({"low": 1.0, "high": 0.0}, ValueError, "expected low < high"),
+            ({"low": 1.0, "high": 1.0}, ValueError, "strictly lower than `high`"),
+        ],
     )
-    def test_bad_bounds_raise(self, kwargs, match):
-        with pytest.raises(ValueError, match=match):
+    def test_bad_bounds_raise(self, kwargs, error, match):
+        with pytest.raises(error, match=match):
             ClipTransform(in_keys=["x"], **kwargs)
 
     def test_action_spec_narrowed(self, continuous_env):

@@ -267,3 +267,15 @@ def test_device_keyword_moves_the_base_env(counting_env):
     assert env.device == torch.device("cpu")
     assert env.base_env.device == torch.device("cpu")
     assert env.rollout(2)["next", "step_count"].device == torch.device("cpu")
+
+
+def test_transforms_join_the_env_in_eval_mode(counting_env):
+    env = TransformedEnv(counting_env(), AddOne())
+    assert not env.transform.training
+    env.append_transform(AddOne())
+    env.insert_transform(0, AddOne())
+    assert not any(t.training for t in env.transform)
+    env.train()
+    assert env.transform.training and all(t.training for t in env.transform)
+    env.eval()
+    assert not any(t.training for t in env.transform)

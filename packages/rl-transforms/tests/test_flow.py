@@ -114,6 +114,27 @@ class TestEndOfLifeTransform:
 
 
 class TestConditionalSkip:
+    def test_a_fully_skipped_step_runs_no_transform_of_its_env(self, counting_env):
+        inner = TransformedEnv(
+            counting_env(max_steps=100),
+            Compose(
+                StepCounter(step_count_key="inner_count"),
+                ConditionalSkip(lambda td: td["step_count"] % 2 == 1),
+            ),
+        )
+        env = TransformedEnv(inner, StepCounter(), auto_unwrap=False)
+        data = env.rollout(6, lambda td: td.set("action", torch.ones(1)))
+        assert data["step_count"].flatten().tolist() == [0, 1, 2, 3, 4, 5]
+        assert data["inner_count"].flatten().tolist() == [0, 1, 1, 2, 2, 3]
+        skipped = data[1]
+        assert torch.equal(skipped["next", "observation"], skipped["observation"])
+        assert skipped["next", "reward"].item() == 0.0
+        check_env_specs(env)
+
+    def test_called_on_data_raises(self):
+        with pytest.raises(NotImplementedError, match="only acts inside an env"):
+            ConditionalSkip(lambda td: True)(TensorDict())
+
     def test_skips_where_condition_holds(self, counting_env):
         base = counting_env(max_steps=10, batch_size=[2])
         env = TransformedEnv(

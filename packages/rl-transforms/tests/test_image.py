@@ -130,6 +130,20 @@ class TestGrayScale:
 
 
 class TestToTensorImage:
+    def test_output_dtype_defaults_to_the_default_dtype(self):
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            t = ToTensorImage()
+        finally:
+            torch.set_default_dtype(previous)
+
+        def image():
+            return TensorDict({"pixels": torch.zeros(4, 5, 3, dtype=torch.uint8)})
+
+        assert t(image())["pixels"].dtype == torch.float64
+        assert ToTensorImage()(image())["pixels"].dtype == previous
+
     @pytest.mark.parametrize("batch", BATCHES)
     def test_uint8_channels_last_to_float_channels_first(self, batch):
         out = ToTensorImage()(_image(batch, (8, 8, 3), torch.uint8))["pixels"]

@@ -49,9 +49,52 @@ class TestObservationNorm:
         env = TransformedEnv(counting_env(max_steps=4), t)
         t.init_stats(num_iter=40)
         assert t.initialized
-        values = env.rollout(40, break_when_any_done=False)["next", "observation"]
+        values = env.rollout(40)["observation"]  # rollouts stop at done, as in init_stats
         assert values.mean().abs().item() < 0.2
         assert abs(values.std().item() - 1.0) < 0.2
+
+    @pytest.mark.parametrize("standard_normal", [True, False])
+    def test_init_stats_on_a_batched_env_is_per_feature(self, continuous_env, standard_normal):
+        t = ObservationNorm(standard_normal=standard_normal)
+        env = TransformedEnv(continuous_env(batch_size=[4]), t)
+        t.init_stats(num_iter=80, reduce_dim=(0, 1), cat_dim=1)
+        feature = env.base_env.observation_spec["observation"].shape[-1]
+        assert t.loc.shape == t.scale.shape == (feature,)
+        values = env.base_env.rollout(20)["observation"].reshape(-1, feature)
+        normed = t._apply_transform(values)
+        assert normed.mean(0).abs().max().item() < 1.0
+
+    def test_init_stats_reduce_dim_zero_on_a_batched_env_keeps_time(self, counting_env):
+        t = ObservationNorm(standard_normal=True)
+        TransformedEnv(counting_env(batch_size=[3], max_steps=4), t)
+        t.init_stats(num_iter=12)  # reduces the env batch dim only: one stat per time step
+        assert t.loc.squeeze(-1).tolist() == [0.0, 1.0, 2.0, 3.0]
+
+    def test_init_stats_keep_dims(self, counting_env):
+        t = ObservationNorm(standard_normal=True)
+        TransformedEnv(counting_env(max_steps=4), t)
+        t.init_stats(num_iter=8, reduce_dim=(0, 1), cat_dim=0, keep_dims=(1,))
+        assert t.loc.shape == (1,) and t.loc.item() == pytest.approx(1.5)
+
+    @pytest.mark.parametrize(
+        "kwargs, match",
+        [
+            ({"reduce_dim": (0, 1)}, "needs cat_dim when reduce_dim is not an int"),
+            ({"reduce_dim": 0, "cat_dim": 1}, "cat_dim to be part of reduce_dim"),
+            ({"reduce_dim": 0, "keep_dims": (1,)}, "keep_dims within"),
+        ],
+    )
+    def test_init_stats_bad_dims_raise(self, counting_env, kwargs, match):
+        t = ObservationNorm()
+        TransformedEnv(counting_env(), t)
+        with pytest.raises(ValueError, match=match):
+            t.init_stats(4, **kwargs)
+
+    def test_init_stats_twice_raises(self, counting_env):
+        t = ObservationNorm(loc=0.0, scale=1.0)
+        TransformedEnv(counting_env(), t)
+        with pytest.raises(RuntimeError, match="already initialized"):
+            t.init_stats(4)
 
     def test_init_stats_without_parent_raises(self):
         with pytest.raises(RuntimeError, match=r"init_stats needs the transform in an env"):
@@ -162,3 +205,86 @@ def test_vecnorm_new_api_picks_the_class(new_api, cls):
     assert type(t) is cls
     out = t(TensorDict({"obs": torch.tensor([[1.0], [3.0]])}, [2]))["obs"].squeeze(-1)
     assert out.tolist() == pytest.approx([-1.0, 1.0], abs=1e-3)
+
+
+class TestRunningStatsHelpers:
+    def _two_keys(self, cls=VecNorm):
+        return cls(in_keys=["a", ("b", "c")], out_keys=["a_n", ("b", "c_n")], decay=1.0)
+
+    def _data(self, shift=0.0):
+        return TensorDict({"a": torch.arange(4.0) + shift, ("b", "c"): torch.ones(4) * 2}, [4])
+
+    def test_loc_and_scale_are_per_key_tensordicts(self):
+        t = self._two_keys()
+        t(self._data())
+        assert t.loc["a"].item() == pytest.approx(1.5)
+        assert t.scale["a"].item() == pytest.approx(torch.arange(4.0).std(unbiased=False).item())
+        assert t.scale["b", "c"].item() == pytest.approx(t.eps)  # constant data: floor at eps
+        assert t.loc["a"].dtype == torch.get_default_dtype()
+
+    @pytest.mark.parametrize("cls", [VecNorm, VecNormV2])
+    def test_denorm_recovers_the_input(self, cls):
+        t = cls(in_keys=["observation"], decay=1.0)
+        data = _obs([[1.0], [4.0], [-2.0]])
+        normed = t(data.clone())
+        assert not torch.allclose(normed["observation"], data["observation"])
+        back = t.denorm(normed)
+        assert torch.allclose(back["observation"], data["observation"], atol=1e-5)
+
+    def test_reward_denorm_only_rescales_in_v2(self):
+        t = VecNormV2(in_keys=["reward"], decay=1.0)
+        data = _obs([[1.0], [3.0]], key="reward")
+        back = t.denorm(t(data.clone()))
+        assert torch.allclose(back["reward"], data["reward"], atol=1e-5)
+
+    @pytest.mark.parametrize("what", ["frozen_copy", "denorm", "loc"])
+    def test_uninitialized_helpers_raise(self, what):
+        t = VecNorm(in_keys=["observation"])
+        with pytest.raises(RuntimeError, match="Make sure the VecNorm has been initialized"):
+            getattr(t, what)() if what == "frozen_copy" else (
+                t.denorm(_obs([[0.0]])) if what == "denorm" else t.loc
+            )
+
+    def test_to_observation_norm_with_several_keys_is_a_compose(self):
+        t = self._two_keys()
+        expected = t(self._data())
+        fixed = t.to_observation_norm()
+        assert isinstance(fixed, Compose) and len(fixed) == 2
+        t.freeze()
+        out = fixed(self._data())
+        assert torch.allclose(out["a_n"], expected["a_n"])
+        assert torch.allclose(out["b", "c_n"], expected["b", "c_n"])
+
+    def test_clone_inside_a_compose_shares_the_statistics(self):
+        chain = Compose(self._two_keys())
+        chain(self._data())
+        twin = chain.clone()
+        assert twin[0]._td is chain[0]._td
+
+    def test_state_dict_of_an_uninitialized_norm_warns(self):
+        with pytest.warns(UserWarning, match="Querying state_dict on an uninitialized VecNorm"):
+            VecNorm(in_keys=["a"]).state_dict()
+
+    @pytest.mark.parametrize("cls, error", [(VecNorm, KeyError), (VecNormV2, RuntimeError)])
+    def test_loading_a_void_state_dict_into_an_initialized_norm_raises(self, cls, error):
+        with pytest.warns(UserWarning):
+            empty = cls(in_keys=["a"]).state_dict()
+        t = cls(in_keys=["a"])
+        t(self._data())
+        with pytest.raises(error, match="void state-dict while the instance is initialized"):
+            t.load_state_dict(empty)
+
+    def test_loading_into_a_fresh_norm_warns_it_is_not_shared(self):
+        t = VecNorm(in_keys=["a"], decay=1.0)
+        t(self._data())
+        fresh = VecNorm(in_keys=["a"], decay=1.0)
+        with pytest.warns(UserWarning, match="VecNorm wasn't initialized"):
+            fresh.load_state_dict(t.state_dict())
+        assert fresh.loc["a"].item() == pytest.approx(1.5)
+
+    def test_transform_output_spec_leaves_a_locked_spec_alone(self, counting_env):
+        env = counting_env()
+        t = VecNormV2(in_keys=["observation"], out_keys=["obs_n"])
+        out = t.transform_output_spec(env.output_spec)
+        assert ("full_observation_spec", "obs_n") in out.keys(True)
+        assert "obs_n" not in env.output_spec["full_observation_spec"].keys()

@@ -93,3 +93,17 @@ class TestgSDENoise:
 
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(), gSDENoise(state_dim=2, action_dim=1)))
+
+    @pytest.mark.parametrize("shape", [(), (2,)])
+    def test_expanded_specs_agree_between_state_and_observation(self, counting_env, shape):
+        t = gSDENoise(state_dim=3, action_dim=2, shape=shape, expand_specs=True)
+        env = TransformedEnv(counting_env(batch_size=[2]), t)
+        assert env.state_spec["_eps_gSDE"].shape == env.observation_spec["_eps_gSDE"].shape
+        check_env_specs(env)
+
+    def test_outside_an_env_the_shape_is_the_batch(self):
+        t = gSDENoise(state_dim=3, action_dim=2, shape=(4,))
+        out = t(TensorDict({"a": torch.zeros(4)}, [4]))
+        assert out["_eps_gSDE"].shape == (4, 2, 3)
+        wider = t(TensorDict({"a": torch.zeros(5)}, [5]))
+        assert wider["_eps_gSDE"].shape == (5, 4, 2, 3)

@@ -99,6 +99,8 @@ DOCUMENTED = [
     "VC1Transform",
     "VIPRewardTransform",
     "VIPTransform",
+    # in TorchRL's transforms reference, outside the seed's list
+    "ExpandAs",
     # TorchRL's top-level switch for nested TransformedEnv (torchrl.set_auto_unwrap_transformed_env)
     "auto_unwrap_transformed_env",
     "set_auto_unwrap_transformed_env",

@@ -18,6 +18,22 @@ from rl_transforms import (
 
 
 class TestRenameTransform:
+    @pytest.mark.parametrize("create_copy", [True, False])
+    def test_renamed_action_with_and_without_copy(self, continuous_env, create_copy):
+        t = RenameTransform(
+            [],
+            [],
+            in_keys_inv=["action"],
+            out_keys_inv=[("renamed", "action")],
+            create_copy=create_copy,
+        )
+        env = TransformedEnv(continuous_env(), t)
+        assert ("renamed", "action") in env.action_keys
+        assert ("action" in env.action_keys) is create_copy
+        data = env.rollout(2)
+        assert ("renamed", "action") in data.keys(True)
+        assert ("action" in data.keys()) is create_copy
+
     def test_renames_output(self, counting_env):
         env = TransformedEnv(counting_env(), RenameTransform(["observation"], ["obs"]))
         data = env.rollout(2)
@@ -120,3 +136,17 @@ class TestRemoveEmptySpecs:
 
     def test_check_env_specs(self, counting_env):
         check_env_specs(TransformedEnv(counting_env(), RemoveEmptySpecs()))
+
+    def test_inverse_puts_back_the_empty_state_composites(self, counting_env):
+        base = counting_env()
+        base.state_spec = Composite(memory=Composite(slot=Composite()))
+        env = TransformedEnv(base, RemoveEmptySpecs())
+        assert "memory" not in env.state_spec.keys()
+        restored = env.transform.inv(TensorDict())
+        assert ("memory", "slot") in restored.keys(True)
+        assert restored["memory", "slot"].is_empty()
+        check_env_specs(env)
+
+    def test_inverse_outside_an_env_changes_nothing(self):
+        td = TensorDict({"a": {"b": {}}})
+        assert set(RemoveEmptySpecs().inv(td).keys(True)) == {"a", ("a", "b")}

@@ -6,7 +6,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from rl_envs_core import check_env_specs
+from rl_envs_core import EnvBase, check_env_specs
 from rl_specs import Bounded, Composite, Unbounded
 from rl_transforms import (
     CatTensors,
@@ -69,7 +69,38 @@ class TestSqueezeTransform:
         check_env_specs(env)
 
 
+class _MemoryEnv(EnvBase):
+    """Observes a (2, 3) "memory" that the policy also feeds back as a state."""
+
+    def __init__(self):
+        super().__init__()
+        self.observation_spec = Composite(memory=Unbounded((2, 3)))
+        self.state_spec = Composite(memory=Unbounded((2, 3)))
+        self.action_spec = Unbounded((1,))
+        self.reward_spec = Unbounded((1,))
+
+    def _reset(self, tensordict):
+        return TensorDict({"memory": torch.arange(6.0).reshape(2, 3)})
+
+    def _step(self, tensordict):
+        memory = tensordict["memory"]
+        assert memory.shape == (2, 3), "the base env gets its own layout back"
+        return TensorDict({"memory": memory + 1, "reward": torch.zeros(1)})
+
+    def _set_seed(self, seed):
+        return None
+
+
 class TestPermuteTransform:
+    def test_state_fed_back_keeps_the_policy_layout(self):
+        t = PermuteTransform((-1, -2), in_keys=["memory"], in_keys_inv=["memory"])
+        env = TransformedEnv(_MemoryEnv(), t)
+        assert env.state_spec["memory"].shape == env.observation_spec["memory"].shape == (3, 2)
+        check_env_specs(env)
+        data = env.rollout(2)
+        assert data["memory"].shape == (2, 3, 2)
+        assert torch.equal(data["next", "memory"][0], data["memory"][0] + 1)
+
     def test_permutes_trailing_dims_and_inverse(self):
         t = PermuteTransform((-1, -3, -2), in_keys=["p"], in_keys_inv=["p"])
         x = torch.randn(2, 4, 5, 3)
@@ -145,6 +176,24 @@ class TestCatTensors:
 
 
 class TestStack:
+    @pytest.mark.parametrize("del_keys", [True, False])
+    def test_deleted_inputs_take_their_emptied_groups_along(self, del_keys):
+        td = TensorDict(
+            {
+                ("g0", "a0", "obs"): torch.zeros(3),
+                ("g0", "a1", "obs"): torch.ones(3),
+                ("g1", "a2", "obs"): torch.ones(3),
+                ("g1", "other"): torch.zeros(1),
+            }
+        )
+        keys = [("g0", "a0", "obs"), ("g0", "a1", "obs"), ("g1", "a2", "obs")]
+        out = Stack(keys, "all", del_keys=del_keys)(td)
+        assert out is td  # in place
+        assert out["all"].shape == (3, 3)
+        assert ("g0" in out.keys()) is not del_keys
+        assert ("g1", "other") in out.keys(True)  # a group with other entries stays
+        assert (("g1", "a2") in out.keys(True)) is not del_keys
+
     def test_stacks_and_unbinds(self):
         t = Stack(["a", "b"], "ab", in_key_inv="ab", out_keys_inv=["a", "b"], dim=-2)
         out = t(TensorDict({"a": torch.zeros(2), "b": torch.ones(2)}))

@@ -302,8 +302,13 @@ class EnvBase(nn.Module):
         if self._device is not None and out.device != self._device:
             out = out.to(self._device)
         if not self._io_checked:
+            # done flags returned in another shape (a scalar False for a (1,) spec) are
+            # reshaped on every step once the first one needed it
+            self.__dict__["_fit_done"] = _validation.fit_done_shapes(self, out)
             _validation.check_step_output(self, tensordict, out)
             self.__dict__["_io_checked"] = True
+        elif self.__dict__.get("_fit_done"):
+            _validation.fit_done_shapes(self, out)
         handler = self._auto_reset_handler
         if handler is not None:
             out = handler.on_step(self, out)

@@ -75,7 +75,11 @@ def check_step_input(
         if is_non_tensor(value):
             continue
         shape = expected_shape(env, leaf.shape, tensordict)
-        if not shape_matches(shape, tuple(value.shape)):
+        # an action holding exactly the spec's number of elements in another shape (a
+        # scalar for a (1,) spec) is the policy's choice: the env's _step receives it as is
+        if not shape_matches(shape, tuple(value.shape)) and (
+            -1 in shape or value.numel() != torch.Size(shape).numel()
+        ):
             raise ValueError(
                 f"The action at key {key!r} should have shape {shape}, got "
                 f"{tuple(value.shape)}. Fix the policy output (for a batched env the "
@@ -102,6 +106,26 @@ def _declared(env: EnvBase) -> dict[tuple[str, ...], object]:
         for key in env._key_cache()[f"{role}_keys"]:
             out[as_tuple(key)] = spec[key]
     return out
+
+
+def fit_done_shapes(env: EnvBase, out: TensorDictBase) -> bool:
+    """Reshape done entries that hold the right number of flags in another shape.
+
+    A ``_step`` may return ``done=False`` (a scalar) for a done spec of shape ``(1,)``;
+    the flag is reshaped to the spec's shape. Returns whether any entry was reshaped.
+    """
+    reshaped = False
+    for key, leaf in env._done_leaf_specs():
+        value = out.get(key, None)
+        if not isinstance(value, torch.Tensor) or is_non_tensor(value):
+            continue
+        shape = expected_shape(env, leaf.shape, out)
+        if -1 in shape or tuple(value.shape) == shape:
+            continue
+        if value.numel() == torch.Size(shape).numel():
+            out.set(key, value.reshape(shape))
+            reshaped = True
+    return reshaped
 
 
 def check_step_output(env: EnvBase, tensordict: TensorDictBase, out: TensorDictBase) -> None:

@@ -24,6 +24,7 @@ from rl_transforms._elementwise import (
 )
 from rl_transforms._encoders import R3MTransform, VC1Transform, VIPRewardTransform, VIPTransform
 from rl_transforms._env import TransformedEnv
+from rl_transforms._expand_as import ExpandAs
 from rl_transforms._flow import (
     ConditionalSkip,
     EndOfLifeTransform,
@@ -91,6 +92,7 @@ __all__: list[str] = [
     "DTypeCastTransform",
     "EndOfLifeTransform",
     "ExcludeTransform",
+    "ExpandAs",
     "FiniteTensorDictCheck",
     "FlattenObservation",
     "FrameSkipTransform",

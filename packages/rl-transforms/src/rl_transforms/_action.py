@@ -42,7 +42,8 @@ class ActionMask(Transform):
         mask_key (NestedKey, optional): the mask. Defaults to ``"action_mask"``.
 
     Raises:
-        ValueError: if the action spec cannot be masked (not categorical or one-hot).
+        ValueError: at reset or step, if the action spec cannot be masked (not a
+            discrete spec).
 
     Examples:
         >>> import torch
@@ -72,24 +73,24 @@ class ActionMask(Transform):
         return spec
 
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
+        spec = self._action_spec()
+        if spec is not None and not hasattr(spec, "update_mask"):
+            raise ValueError(
+                f"ActionMask cannot mask the action at {self.action_key!r}. The action spec "
+                f"must be one of Categorical, OneHot, MultiCategorical, MultiOneHot or "
+                f"Binary, got {type(spec).__name__}. Use ActionMask on discrete actions."
+            )
         mask = next_tensordict.get(self.mask_key, None)
         if mask is None:
             if self._missing_tolerance:
                 return next_tensordict
             raise missing_key_error("ActionMask", self.mask_key, next_tensordict, "mask_key")
-        spec = self._action_spec()
         if spec is not None:
             spec.update_mask(mask.to(torch.bool))
         return next_tensordict
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
-        self._lazy.pop("spec", None)
-        spec = spec_get(input_spec["full_action_spec"], self.action_key)
-        if spec is None or not hasattr(spec, "update_mask"):
-            raise ValueError(
-                f"ActionMask expected a maskable (Categorical or OneHot) action spec at "
-                f"{self.action_key!r}, got {type(spec).__name__}. Use it on discrete actions."
-            )
+        self._lazy.pop("spec", None)  # read again (and checked) at the next reset or step
         return input_spec
 
 

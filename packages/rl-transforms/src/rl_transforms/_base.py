@@ -26,6 +26,7 @@ from rl_transforms._key_lists import (
     key_list,
     map_leaf_specs,
     missing_key_error,
+    writable,
 )
 
 TDCallable = Callable[[TensorDictBase], TensorDictBase]
@@ -94,6 +95,10 @@ class Transform(nn.Module):
     """
 
     invertible: bool = False
+    #: whether an all-False ``"_step"`` mask written by this transform's inverse means
+    #: "skip the step": the TransformedEnv then runs neither its base env nor its
+    #: transforms (ConditionalSkip); other transforms handle their masks themselves
+    _skips_whole_steps: bool = False
 
     def __init__(
         self,
@@ -263,7 +268,11 @@ class Transform(nn.Module):
         )
 
     def transform_output_spec(self, output_spec: Composite) -> Composite:
-        """Transform ``full_observation_spec``, ``full_reward_spec`` and ``full_done_spec``."""
+        """Transform ``full_observation_spec``, ``full_reward_spec`` and ``full_done_spec``.
+
+        A locked ``output_spec`` (e.g. a base env's) is left as is: a clone is transformed.
+        """
+        output_spec = writable(output_spec)
         output_spec["full_observation_spec"] = self.transform_observation_spec(
             output_spec["full_observation_spec"]
         )
@@ -282,11 +291,16 @@ class Transform(nn.Module):
 
         Entries the transform reads back from the step input (registered by
         :meth:`_carry_as_state` while transforming the output spec) are declared as
-        states, so that batched envs forward them to their workers.
+        states, so that batched envs forward them to their workers. A locked
+        ``input_spec`` is left as is: a clone is transformed.
         """
+        input_spec = writable(input_spec)
         input_spec["full_action_spec"] = self.transform_action_spec(input_spec["full_action_spec"])
         state_spec = self.transform_state_spec(input_spec["full_state_spec"])
-        for key, spec in self._lazy.get("carried", {}).items():
+        carried = self._lazy.get("carried", {})
+        if state_spec is None and carried:
+            state_spec = Composite(shape=input_spec.shape, device=input_spec.device)
+        for key, spec in carried.items():
             state_spec[key] = spec.clone()
         input_spec["full_state_spec"] = state_spec
         return input_spec
@@ -345,6 +359,10 @@ class Transform(nn.Module):
         """Called by a container when the chain around this transform changed."""
         self._clear_cache()
 
+    def _shared_on_clone(self) -> tuple[Any, ...]:  # Any: whatever state a subclass shares
+        """Objects that :meth:`clone` shares instead of copying (besides buffers and parameters)."""
+        return ()
+
     def clone(self) -> Transform:
         """A parentless deep copy that shares this transform's buffers and parameters."""
         state = self.__dict__
@@ -356,6 +374,8 @@ class Transform(nn.Module):
             t.__dict__["_lazy"] = {}
         try:
             memo: dict[int, Any] = {id(t): t for t in (*self.buffers(), *self.parameters())}
+            for t in transforms:
+                memo.update((id(obj), obj) for obj in t._shared_on_clone())
             out = copy.deepcopy(self, memo)
         finally:
             state["_container"] = container

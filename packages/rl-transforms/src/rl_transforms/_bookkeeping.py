@@ -359,7 +359,12 @@ class InitTracker(Transform):
     ``False`` after each step.
 
     Args:
-        init_key (NestedKey, optional): the flag's name. Defaults to ``"is_init"``.
+        init_key (str, optional): the flag's name, written next to every done entry.
+            Defaults to ``"is_init"``.
+
+    Raises:
+        ValueError: if ``init_key`` is not a string.
+        NotImplementedError: when called outside an env (``forward``).
 
     Examples:
         >>> from rl_envs_core.testing import CountingEnv
@@ -369,7 +374,13 @@ class InitTracker(Transform):
         tensor([ True, False])
     """
 
-    def __init__(self, init_key: NestedKey = "is_init") -> None:
+    def __init__(self, init_key: str = "is_init") -> None:
+        if not isinstance(init_key, str):
+            raise ValueError(
+                f"InitTracker expected init_key to be a str, got {init_key!r}: init_key can only "
+                f"be of type str (the flag is written next to every done entry, nested ones "
+                f"included). Pass e.g. init_key='is_init'."
+            )
         super().__init__()
         self.init_key = init_key
 
@@ -410,9 +421,10 @@ class InitTracker(Transform):
         return next_tensordict
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        raise RuntimeError(
-            "InitTracker marks the first step after a reset and cannot be applied to stored "
-            "data. Use it in a TransformedEnv (env.append_transform(InitTracker()))."
+        raise NotImplementedError(
+            "InitTracker marks the first step after a reset: InitTracker cannot be executed "
+            "without a parent env (stored data or a plain module call). Use it in a "
+            "TransformedEnv (env.append_transform(InitTracker()))."
         )
 
     def transform_output_spec(self, output_spec: Composite) -> Composite:

@@ -11,6 +11,7 @@ from torch import nn
 
 from rl_specs import Composite
 from rl_transforms._base import TDCallable, Transform
+from rl_transforms._key_lists import writable
 
 
 class _CallableTransform(Transform):
@@ -69,6 +70,13 @@ class Compose(Transform):
     Args:
         *transforms (Transform or callable): the transforms, innermost first.
 
+    Keyword Args:
+        transforms (sequence of Transform, optional): the same transforms given as one
+            list instead (not together with positional ones). Defaults to ``None``.
+
+    Raises:
+        TypeError: if transforms are given both positionally and as ``transforms=``.
+
     Examples:
         >>> import torch
         >>> from tensordict import TensorDict
@@ -78,11 +86,20 @@ class Compose(Transform):
         tensor([0.5000, 1.0000])
         >>> len(t), isinstance(t[1:], Compose), t[1:][0] is t[1]
         (2, True, False)
+        >>> len(Compose(transforms=[RewardScaling(loc=0.0, scale=2.0)]))
+        1
     """
 
-    def __init__(self, *transforms: Transform | TDCallable) -> None:
+    def __init__(
+        self, *transforms_: Transform | TDCallable, transforms: Sequence[Transform] | None = None
+    ) -> None:
         super().__init__()
-        items = [as_transform(t) for t in transforms]
+        if transforms is not None and transforms_:
+            raise TypeError(
+                f"Compose got transforms both positionally ({len(transforms_)}) and as "
+                f"transforms=[...] ({len(transforms)}). Pass them one way."
+            )
+        items = [as_transform(t) for t in (transforms if transforms is not None else transforms_)]
         for t in items:
             t.set_container(self)
         self.transforms = nn.ModuleList(items)
@@ -137,11 +154,13 @@ class Compose(Transform):
 
     # ------------------------------------------------------------------ specs
     def transform_output_spec(self, output_spec: Composite) -> Composite:
+        output_spec = writable(output_spec)
         for t in self.transforms:
             output_spec = t.transform_output_spec(output_spec)
         return output_spec
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
+        input_spec = writable(input_spec)
         for t in self.transforms:
             input_spec = t.transform_input_spec(input_spec)
         return input_spec

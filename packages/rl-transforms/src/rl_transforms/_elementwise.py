@@ -56,7 +56,8 @@ class ClipTransform(Transform):
         high (float, optional): upper bound. Defaults to ``None``.
 
     Raises:
-        ValueError: if both bounds are ``None`` or ``low > high``.
+        TypeError: if both bounds are ``None``, or a bound is a tensor of several elements.
+        ValueError: if ``low >= high``.
 
     Examples:
         >>> import torch
@@ -77,12 +78,20 @@ class ClipTransform(Transform):
         high: float | None = None,
     ) -> None:
         if low is None and high is None:
-            raise ValueError(
-                "ClipTransform expected low and/or high, got neither. Pass e.g. low=-1.0, high=1.0."
+            raise TypeError(
+                "ClipTransform expected low and/or high, got neither. Either one or both of "
+                "`high` and `low` must be provided: pass e.g. low=-1.0, high=1.0."
             )
-        if low is not None and high is not None and low > high:
+        for name, bound in (("low", low), ("high", high)):
+            if isinstance(bound, torch.Tensor) and bound.numel() != 1:
+                raise TypeError(
+                    f"ClipTransform expected scalar bounds, got {name} of shape "
+                    f"{tuple(bound.shape)}: low and high must be scalars or None. Pass a float."
+                )
+        if low is not None and high is not None and low >= high:
             raise ValueError(
-                f"ClipTransform expected low <= high, got low={low}, high={high}. Swap them."
+                f"ClipTransform expected low < high, got low={low}, high={high}: `low` must be "
+                f"strictly lower than `high`. Swap them (or widen the interval)."
             )
         super().__init__(in_keys, out_keys, in_keys_inv, out_keys_inv)
         self.low = low

@@ -19,11 +19,14 @@ from rl_envs_core.extension import key_layout, register_transformed_env_factory
 from rl_transforms._auto_unwrap import auto_unwrap_transformed_env
 from rl_transforms._base import TDCallable, Transform
 from rl_transforms._compose import Compose, as_transform
-from rl_transforms._key_lists import set_unlocked
+from rl_transforms._key_lists import as_tuple, set_unlocked
 
 
 class TransformedEnv(EnvBase):
     """A transformed_in environment.
+
+    Transforms join the env (at construction, ``append_transform`` or
+    ``insert_transform``) in eval mode; ``env.train()`` / ``env.eval()`` switch them.
 
     Args:
         base_env (EnvBase): the environment to wrap.
@@ -106,7 +109,7 @@ class TransformedEnv(EnvBase):
         return self.__dict__["_t"]
 
     def _set_transform(self, transform: Transform | TDCallable) -> None:
-        transform = as_transform(transform)
+        transform = as_transform(transform).eval()  # transforms join an env in eval mode
         old = self.__dict__.get("_t")
         transform.set_container(self)
         if old is not None and old is not transform:
@@ -122,6 +125,17 @@ class TransformedEnv(EnvBase):
         transform._clear_cache()
         self.__dict__["_has_inv"] = transform._has_inverse()
         self.__dict__["_inv_copy"] = transform._inv_writes_input()
+        # a chain with a step-skipping transform (ConditionalSkip) may skip whole steps
+        self.__dict__["_skips_steps"] = any(
+            getattr(t, "_skips_whole_steps", False) for t in transform.modules()
+        )
+        # entries the policy writes for an inverse transform keep the policy's value
+        self.__dict__["_policy_written"] = frozenset(
+            as_tuple(key)
+            for t in transform.modules()
+            if isinstance(t, Transform)
+            for key in t._out_keys_inv
+        )
         self._compute_specs()
 
     def _compute_specs(self) -> None:
@@ -144,7 +158,7 @@ class TransformedEnv(EnvBase):
         Raises:
             ValueError: if ``transform`` already has a parent.
         """
-        self._as_compose().append(transform)
+        self._as_compose().append(as_transform(transform).eval())
         return self
 
     def insert_transform(self, index: int, transform: Transform | TDCallable) -> TransformedEnv:
@@ -154,7 +168,7 @@ class TransformedEnv(EnvBase):
             ValueError: if ``transform`` already has a parent.
             IndexError: if ``index`` is out of range.
         """
-        self._as_compose().insert(index, transform)
+        self._as_compose().insert(index, as_transform(transform).eval())
         return self
 
     def _as_compose(self) -> Compose:
@@ -185,16 +199,40 @@ class TransformedEnv(EnvBase):
             # an ActionDiscretizer computed) are kept in the data, as TorchRL records them;
             # an inverse that reshapes the batch (BatchSizeTransform) keeps its own layout
             same_batch = state.batch_size == tensordict.batch_size
+            written = self.__dict__["_policy_written"]
             for key in key_layout(self)["state_keys"] if same_batch else ():
+                if as_tuple(key) in written:
+                    continue  # the policy's own value (a permuted state stays permuted)
                 value = read(state, key)
                 if value is not None and value is not read(tensordict, key):
                     tensordict.set(key, value)
+            step_mask = read(state, "_step") if self.__dict__["_skips_steps"] else None
+            if step_mask is not None and not bool(step_mask.any()):
+                # every element skips this step (ConditionalSkip): neither the base env
+                # nor the transforms run; the step repeats the current data
+                return self._skipped_step(tensordict)
         base = self.__dict__["_base"]
         if type(base).step is EnvBase.step:  # the next data without the write + read back
             next_tensordict = base.next_of(state)
         else:
             next_tensordict = read(base.step(state), "next")
         return transform._step(tensordict, next_tensordict)
+
+    def _skipped_step(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """The next data of a skipped step: the current entries, zeros for the others."""
+        output = self.output_spec
+        shape = tensordict.batch_size
+        extra = shape[: len(shape) - len(self.batch_size)]
+        out = TensorDict(batch_size=shape, device=tensordict.device)
+        for role in ("full_done_spec", "full_observation_spec", "full_reward_spec"):
+            spec = output[role]
+            for key in spec.keys(True, True):
+                value = tensordict.get(key, None)
+                if value is None:
+                    leaf = spec[key]
+                    value = leaf.zero(extra) if extra else leaf.zero()
+                out.set(key, value)
+        return out
 
     def _reset(
         self, tensordict: TensorDictBase | None = None, **kwargs: Any

@@ -262,13 +262,16 @@ class ConditionalSkip(Transform):
     """A transform that skips steps in the env if certain conditions are met.
 
     Before each step, ``cond(tensordict)`` is evaluated; where it is ``True`` the base
-    env does not step and the previous values are returned.
+    env does not step and the previous values are returned. When every element skips,
+    the transforms of the same :class:`TransformedEnv` do not run either (a step
+    counter next to it does not count the skipped step); outer envs step as usual.
 
     Args:
         cond (callable): ``tensordict -> bool`` or a boolean tensor of the batch shape.
 
     Raises:
         TypeError: if ``cond`` is not callable.
+        NotImplementedError: when called on data outside an env.
 
     Examples:
         >>> import torch
@@ -278,6 +281,8 @@ class ConditionalSkip(Transform):
         >>> env.rollout(4)["next", "observation"].squeeze(-1)
         tensor([1., 2., 2., 2.])
     """
+
+    _skips_whole_steps = True
 
     def __init__(self, cond: Callable[[TensorDictBase], bool | torch.Tensor]) -> None:
         if not callable(cond):
@@ -297,6 +302,12 @@ class ConditionalSkip(Transform):
         if previous is not None:
             step = step & previous.reshape(step.shape)
         return tensordict.set("_step", step)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        raise NotImplementedError(
+            "ConditionalSkip only acts inside an env (it marks the steps to skip before the "
+            "base env steps); it cannot be called on data. Use it in a TransformedEnv."
+        )
 
     def _has_inverse(self) -> bool:
         return True

@@ -241,7 +241,8 @@ class ToTensorImage(Transform):
             not floating).
         unsqueeze (bool, optional): add a leading dim to images without batch dims.
             Defaults to ``False``.
-        dtype (torch.dtype, optional): the output dtype. Defaults to ``torch.float32``.
+        dtype (torch.dtype, optional): the output dtype. Defaults to the default dtype
+            when the transform is built (``torch.get_default_dtype()``).
 
     Keyword Args:
         in_keys (sequence of NestedKey, optional): images. Defaults to ``["pixels"]``.
@@ -270,7 +271,7 @@ class ToTensorImage(Transform):
         super().__init__(_pixel_keys(in_keys), out_keys)
         self.from_int = from_int
         self.unsqueeze = unsqueeze
-        self.dtype = dtype if dtype is not None else torch.float32
+        self.dtype = dtype if dtype is not None else torch.get_default_dtype()
         self.shape_tolerant = shape_tolerant
 
     def _apply_transform(self, obs: torch.Tensor) -> torch.Tensor:

@@ -15,6 +15,11 @@ if TYPE_CHECKING:
 KeyArg = NestedKey | Sequence[NestedKey] | None
 
 
+def as_tuple(key: NestedKey) -> tuple[str, ...]:
+    """``key`` as a tuple of strings (an unravelled nested key, or a 1-tuple)."""
+    return key if isinstance(key, tuple) else (key,)
+
+
 def key_list(keys: KeyArg, *, owner: str, name: str) -> list[NestedKey]:
     """Normalise ``keys`` (one key, a sequence of keys or ``None``) into a list of unravelled keys.
 
@@ -94,6 +99,8 @@ def map_leaf_specs(
     A single leaf spec (not a :class:`Composite`) is taken as the spec of the
     transform's entry and mapped directly.
     """
+    if spec is None:  # an absent role (e.g. full_state_spec=None)
+        return spec
     if not isinstance(spec, Composite):
         return fn(spec) if in_keys else spec
     for in_key, out_key in zip(in_keys, out_keys):
@@ -112,4 +119,11 @@ def set_unlocked(spec: Composite) -> Composite:
     unlock = getattr(spec, "unlock_", None)
     if unlock is not None:
         unlock()
+    return spec
+
+
+def writable(spec: Composite) -> Composite:
+    """``spec`` itself, or an unlocked clone when it is locked (the caller's spec stays as is)."""
+    if getattr(spec, "locked", False):
+        return set_unlocked(spec.clone())
     return spec

@@ -14,12 +14,9 @@ from tensordict import NestedKey, TensorDictBase
 
 from rl_transforms._backends import require
 from rl_transforms._base import Transform
+from rl_transforms._key_lists import as_tuple
 
 REPLAY = "replay"
-
-
-def _as_tuple(key: NestedKey) -> tuple[str, ...]:
-    return key if isinstance(key, tuple) else (key,)
 
 
 class MultiStepTransform(Transform):
@@ -29,9 +26,11 @@ class MultiStepTransform(Transform):
     (time along the last batch dim) are appended to the last ``n_steps`` steps of
     the previous call, rewritten with ``rl_replay.MultiStep`` (n-step discounted
     rewards, ``"next"`` entries from ``n_steps - 1`` steps later, ``gamma``,
-    ``steps_to_next_obs`` and ``nonterminal``) and the steps whose window is
-    complete are written; the others wait for the next call. The first call thus
-    writes ``n_steps - 1`` fewer steps than it received, the next ones as many.
+    ``steps_to_next_obs`` and ``nonterminal``) and the steps followed by at least
+    ``n_steps`` others are written; the last ``n_steps`` wait for the next call. The
+    first call thus writes ``n_steps`` fewer steps than it received, the next ones as
+    many. A single transition (batch size ``[]``, as ``ReplayBuffer.add`` passes it)
+    is one step.
 
     Args:
         n_steps (int): the number of steps of each return.
@@ -39,7 +38,8 @@ class MultiStepTransform(Transform):
 
     Keyword Args:
         reward_keys (list of NestedKey, optional): rewards to accumulate; the
-            original is kept at ``("next", <key>_orig)``. Defaults to ``["reward"]``.
+            original is kept at ``("next", <key>_orig)`` (and the first one's at
+            ``("next", "original_reward")`` too). Defaults to ``["reward"]``.
         done_key (NestedKey, optional): ends trajectories. Defaults to ``"done"``.
         done_keys (list of NestedKey, optional): entries left untouched. Defaults to
             ``["done", "terminated", "truncated"]``.
@@ -59,10 +59,10 @@ class MultiStepTransform(Transform):
         ...         "reward": torch.ones(b - a, 1), "done": torch.zeros(b - a, 1, dtype=torch.bool)}},
         ...         [b - a])
         >>> t.inv(chunk(0, 5))["next", "obs"]
-        tensor([3., 4., 5.])
+        tensor([3., 4.])
         >>> out = t.inv(chunk(5, 10))
         >>> out["obs"], out["next", "obs"], out["next", "reward"].squeeze(-1)
-        (tensor([3., 4., 5., 6., 7.]), tensor([ 6.,  7.,  8.,  9., 10.]), tensor([3., 3., 3., 3., 3.]))
+        (tensor([2., 3., 4., 5., 6.]), tensor([5., 6., 7., 8., 9.]), tensor([3., 3., 3., 3., 3.]))
     """
 
     def __init__(
@@ -95,24 +95,20 @@ class MultiStepTransform(Transform):
         ms.mask_key = self.mask_key
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        if not tensordict.batch_dims:  # a single transition (ReplayBuffer.add)
+            tensordict = tensordict.unsqueeze(0)
         time = tensordict.batch_dims - 1
-        if time < 0:
-            raise ValueError(
-                "MultiStepTransform expected steps with a time dim (the last batch dim), got "
-                "batch_size=[]. Extend the buffer with rollouts."
-            )
         data = tensordict
         if self._buffer is not None:
             data = torch.cat([self._buffer, tensordict], time)
-        originals = {k: data.get(("next", *_as_tuple(k))) for k in self.reward_keys}
+        originals = {k: data.get(("next", *as_tuple(k))) for k in self.reward_keys}
         self._configure()
         out = self._multi_step(data)
-        out = out.exclude(("next", "original_reward"))
         for key, value in originals.items():
-            key = _as_tuple(key)
+            key = as_tuple(key)
             out.set(("next", *key[:-1], key[-1] + "_orig"), value)
         steps = data.batch_size[time]
-        keep = min(self.n_steps - 1, steps)
+        keep = min(self.n_steps, steps)
         self._buffer = data[(Ellipsis, slice(steps - keep, steps))] if keep else None
         if self._buffer is not None and self._buffer.batch_size[time] == 0:
             self._buffer = None

@@ -3,6 +3,7 @@ normalisers :class:`VecNorm` and :class:`VecNormV2`."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -10,6 +11,7 @@ from tensordict import NestedKey, TensorDict, TensorDictBase
 
 from rl_specs import Bounded, TensorSpec, Unbounded
 from rl_transforms._base import Transform
+from rl_transforms._compose import Compose
 from rl_transforms._key_lists import KeyArg, key_list
 
 
@@ -118,22 +120,60 @@ class ObservationNorm(Transform):
         key: NestedKey | None = None,
         keep_dims: tuple[int, ...] | None = None,
     ) -> None:
-        """Set ``loc`` and ``scale`` from ``num_iter`` random steps of the parent env.
+        """Set ``loc`` and ``scale`` from random rollouts of the parent env.
+
+        Rollouts (random actions, stopping at the first done) are collected until they
+        hold at least ``num_iter`` steps; the entry ``key`` of each, shaped
+        ``[*env.batch_size, time, *feature]``, is concatenated along ``cat_dim`` and its
+        mean and standard deviation are taken over ``reduce_dim``. Dims count from
+        the start of that shape, so on an env of batch size ``[B]``,
+        ``reduce_dim=(0, 1), cat_dim=1`` gives per-feature statistics.
 
         Args:
-            num_iter (int): the number of steps collected.
-            reduce_dim (int or tuple of int, optional): dims reduced to compute the
-                statistics, dim 0 being the samples. Defaults to ``0``.
-            cat_dim (int, optional): accepted for compatibility: steps (and batch
-                elements) are always gathered along dim 0. Defaults to ``None``.
+            num_iter (int): the least number of steps collected.
+            reduce_dim (int or tuple of int, optional): the dims the statistics are
+                taken over. Defaults to ``0``.
+            cat_dim (int, optional): the dim rollouts are concatenated along; it must
+                be ``reduce_dim`` or one of its dims. Defaults to ``reduce_dim`` (which
+                must then be an int).
             key (NestedKey, optional): the entry used. Defaults to the single in_key.
-            keep_dims (tuple of int, optional): reduced dims kept with size one.
-                Defaults to ``None``.
+            keep_dims (tuple of int, optional): dims of ``reduce_dim`` kept with size
+                one in ``loc`` and ``scale``. Defaults to ``None``.
 
         Raises:
-            RuntimeError: if the transform has no parent env.
-            ValueError: if ``key`` is ambiguous or ``num_iter`` is too small.
+            RuntimeError: if the transform has no parent env, is already initialized,
+                or the statistics are not finite.
+            ValueError: if ``cat_dim`` or ``keep_dims`` do not fit ``reduce_dim``, or
+                ``key`` is ambiguous.
+
+        Examples:
+            >>> import torch
+            >>> from rl_envs_core.testing import CountingEnv
+            >>> from rl_transforms import TransformedEnv
+            >>> t = ObservationNorm(standard_normal=True)
+            >>> env = TransformedEnv(CountingEnv(batch_size=[3], max_steps=4), t)
+            >>> t.init_stats(num_iter=24, reduce_dim=(0, 1), cat_dim=1)
+            >>> t.loc, t.scale.shape
+            (tensor([1.5000]), torch.Size([1]))
         """
+        reduce = [reduce_dim] if isinstance(reduce_dim, int) else list(reduce_dim)
+        if cat_dim is None:
+            if not isinstance(reduce_dim, int):
+                raise ValueError(
+                    f"ObservationNorm.init_stats needs cat_dim when reduce_dim is not an int, "
+                    f"got reduce_dim={reduce_dim}. Pass e.g. cat_dim={reduce[0]}."
+                )
+            cat_dim = reduce_dim
+        if cat_dim not in reduce:
+            raise ValueError(
+                f"ObservationNorm.init_stats expected cat_dim to be part of reduce_dim, got "
+                f"cat_dim={cat_dim}, reduce_dim={reduce_dim}."
+            )
+        if self.initialized:
+            raise RuntimeError(
+                "ObservationNorm.init_stats: loc and scale are already initialized. Build a "
+                "new ObservationNorm to recompute them."
+            )
         parent = self.parent
         if parent is None:
             raise RuntimeError(
@@ -147,25 +187,36 @@ class ObservationNorm(Transform):
                     f"got in_keys={self.in_keys}."
                 )
             key = self.in_keys[0]
-        rollout = parent.rollout(num_iter, break_when_any_done=False)
-        values = rollout.get(("next", key))
-        values = values.reshape(-1, *values.shape[rollout.batch_dims :])
-        if values.shape[0] < 2:
+        chunks, collected = [], 0
+        while collected < num_iter:
+            rollout = parent.rollout(num_iter)
+            collected += rollout.numel()
+            chunks.append(rollout.get(key))
+        data = torch.cat(chunks, cat_dim)
+        ndim = data.ndim
+        reduce = sorted({d % ndim for d in reduce})
+        keep = sorted({d % ndim for d in keep_dims or ()})
+        if not set(keep) <= set(reduce):
             raise ValueError(
-                f"ObservationNorm.init_stats needs at least 2 samples, got {values.shape[0]}. "
-                f"Increase num_iter."
+                f"ObservationNorm.init_stats expected keep_dims within reduce_dim, got "
+                f"keep_dims={keep_dims}, reduce_dim={reduce_dim}."
             )
-        mean = values.mean(reduce_dim, keepdim=True)
-        std = values.std(reduce_dim, keepdim=True).clamp_min(self.eps)
-        keep = set(keep_dims or ())
-        dims = [reduce_dim] if isinstance(reduce_dim, int) else list(reduce_dim)
-        for d in sorted((d % values.ndim for d in dims), reverse=True):
+        mean = data.mean(reduce, keepdim=True)
+        std = data.std(reduce, keepdim=True)
+        for d in reversed(reduce):
             if d not in keep:
                 mean, std = mean.squeeze(d), std.squeeze(d)
         if self.standard_normal:
-            self.loc, self.scale = mean, std
+            loc, scale = mean, std.clamp_min(self.eps)
         else:
-            self.loc, self.scale = -mean / std, 1.0 / std
+            scale = 1.0 / std.clamp_min(self.eps)
+            loc = -mean * scale
+        if not (torch.isfinite(loc).all() and torch.isfinite(scale).all()):
+            raise RuntimeError(
+                f"ObservationNorm.init_stats computed non-finite statistics from {key!r} "
+                f"(too few samples along reduce_dim={reduce_dim}?). Increase num_iter."
+            )
+        self.loc, self.scale = loc, scale
         container = self.container
         if container is not None:
             container._container_changed()
@@ -260,6 +311,70 @@ class _RunningStats(Transform):
         dtype = spec.dtype if spec.dtype.is_floating_point else torch.float32
         return Unbounded(shape=spec.shape, dtype=dtype, device=spec.device)
 
+    # error raised when a state dict without statistics is loaded into an initialized instance
+    _void_state_error: type[Exception] = RuntimeError
+
+    @property
+    def initialized(self) -> bool:
+        """Whether statistics exist (the transform has seen data, or loaded a state dict)."""
+        return self._td is not None and not self._td.is_empty()
+
+    def _check_initialized(self, what: str) -> None:
+        if not self.initialized:
+            raise RuntimeError(
+                f"{type(self).__name__}.{what} needs statistics, got none yet. Make sure the "
+                f"VecNorm has been initialized: put it in an env (or call it on data) first."
+            )
+
+    def _key_moments(self, key: NestedKey) -> tuple[torch.Tensor, torch.Tensor]:
+        stats = self._td.get(key, None) if self._td is not None else None
+        if stats is None:
+            raise RuntimeError(
+                f"{type(self).__name__} has no statistics for {key!r} yet. Make sure the "
+                f"VecNorm has been initialized: run some steps that carry {key!r} first."
+            )
+        return _mean_std(stats, self.eps)
+
+    def _moments_td(self, which: int) -> TensorDictBase:
+        self._check_initialized("loc" if which == 0 else "scale")
+        dtype = torch.get_default_dtype()
+        out = TensorDict()
+        for key in self._in_keys:
+            out.set(key, self._key_moments(key)[which].to(dtype))
+        return out
+
+    @property
+    def loc(self) -> TensorDictBase:
+        """The running means, one entry per in_key (a :class:`~tensordict.TensorDict`)."""
+        return self._moments_td(0)
+
+    @property
+    def scale(self) -> TensorDictBase:
+        """The running standard deviations (at least ``eps``), one entry per in_key."""
+        return self._moments_td(1)
+
+    def _denormalize(self, key: NestedKey, value: torch.Tensor) -> torch.Tensor:
+        mean, std = self._key_moments(key)
+        return (value * std + mean).to(value.dtype)
+
+    def denorm(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Map normalised entries back: reads each out_key, writes its in_key; stats unchanged.
+
+        Raises:
+            KeyError: if an out_key is missing from ``tensordict``.
+            RuntimeError: if there are no statistics yet.
+        """
+        self._check_initialized("denorm")
+        for in_key, out_key in zip(self._in_keys, self._out_keys):
+            value = tensordict.get(out_key, None)
+            if value is None:
+                raise KeyError(
+                    f"{type(self).__name__}.denorm expected the normalised entry {out_key!r}, "
+                    f"got {sorted(map(str, tensordict.keys(True, True)))}."
+                )
+            tensordict.set(in_key, self._denormalize(in_key, value))
+        return tensordict
+
     def freeze(self) -> _RunningStats:
         """Stop updating the statistics; returns the transform."""
         self.frozen = True
@@ -271,57 +386,85 @@ class _RunningStats(Transform):
         return self
 
     def frozen_copy(self) -> _RunningStats:
-        """A parentless, frozen copy reading the same (shared) statistics."""
+        """A parentless, frozen copy reading the same (shared) statistics.
+
+        Raises:
+            RuntimeError: if there are no statistics yet (nothing to share).
+        """
+        self._check_initialized("frozen_copy")
         out = self.clone()
         out._td = self._td
         return out.freeze()
 
     def get_extra_state(self) -> dict:
+        if not self.initialized:
+            warnings.warn(
+                f"Querying state_dict on an uninitialized {type(self).__name__}: the state "
+                f"dict carries no statistics. Run some steps first to save them.",
+                UserWarning,
+                stacklevel=2,
+            )
         return {
-            "stats": self._td.to_dict() if self._td is not None else None,
+            "stats": self._td.to_dict() if self.initialized else None,
             "frozen": self.frozen,
         }
 
     def set_extra_state(self, state: dict) -> None:
         stats = state.get("stats")
-        if stats is not None:
+        if stats is None:
+            if self.initialized:
+                raise self._void_state_error(
+                    f"{type(self).__name__}.load_state_dict called with a void state-dict while "
+                    f"the instance is initialized. Could not find a tensordict of statistics "
+                    f"in the state dict; load one saved after some steps."
+                )
+        else:
             loaded = TensorDict(stats, [])
-            if self._td is None:
-                self._td = loaded
+            if not self.initialized:
+                if self._td is None:
+                    warnings.warn(
+                        f"{type(self).__name__} wasn't initialized and the tensordict is not "
+                        f"shared: the loaded statistics are not shared with other instances. "
+                        f"Pass shared_td/shared_data to share them.",
+                        UserWarning,
+                        stacklevel=2,
+                    )
+                    self._td = loaded
+                else:
+                    self._td.update(loaded)
+            elif set(loaded.keys(True, True)) == set(self._td.keys(True, True)):
+                self._td.update_(loaded)
             else:
-                self._td.update_(loaded) if set(loaded.keys(True, True)) == set(
-                    self._td.keys(True, True)
-                ) else self._td.update(loaded)
+                self._td.update(loaded)
         self.frozen = bool(state.get("frozen", False))
 
-    def clone(self) -> _RunningStats:
-        out = super().clone()
-        out._td = self._td
-        return out
+    def _shared_on_clone(self) -> tuple[Any, ...]:  # Any: the statistics tensordict
+        return () if self._td is None else (self._td,)
 
-    def to_observation_norm(self) -> ObservationNorm:
-        """An :class:`ObservationNorm` applying the current statistics (one in_key only).
+    def to_observation_norm(self) -> Transform:
+        """The current statistics as a fixed normaliser.
+
+        Returns an :class:`ObservationNorm` for one in_key, a :class:`Compose` of them
+        (one per in_key) otherwise.
 
         Raises:
-            RuntimeError: if there are several keys or no statistics yet.
+            RuntimeError: if there are no statistics yet for some in_key.
         """
-        if (
-            len(self._in_keys) != 1
-            or self._td is None
-            or self._td.get(self._in_keys[0], None) is None
-        ):
-            raise RuntimeError(
-                f"{type(self).__name__}.to_observation_norm needs exactly one in_key with "
-                f"collected statistics, got in_keys={self._in_keys}. Run some steps first."
+        norms = []
+        for in_key, out_key in zip(self._in_keys, self._out_keys):
+            mean, std = self._key_moments(in_key)
+            norms.append(
+                ObservationNorm(
+                    loc=mean.float(),
+                    scale=std.float(),
+                    in_keys=[in_key],
+                    out_keys=[out_key],
+                    standard_normal=True,
+                )
             )
-        mean, std = _mean_std(self._td.get(self._in_keys[0]), self.eps)
-        return ObservationNorm(
-            loc=mean.float(),
-            scale=std.float(),
-            in_keys=self._in_keys,
-            out_keys=self._out_keys,
-            standard_normal=True,
-        )
+        if len(norms) == 1:
+            return norms[0]
+        return Compose(*norms)
 
 
 class VecNorm(_RunningStats):
@@ -356,6 +499,8 @@ class VecNorm(_RunningStats):
         >>> out.squeeze(-1)
         tensor([-1.,  1.])
     """
+
+    _void_state_error = KeyError
 
     def __new__(cls, *args: Any, new_api: bool | None = None, **kwargs: Any) -> Any:
         # Any: VecNorm's or VecNormV2's own arguments, forwarded as given
@@ -451,3 +596,10 @@ class VecNormV2(_RunningStats):
             return super()._normalize(key, value, batch_dims)
         _, std = self._moments(key, value, batch_dims)
         return (value / std).to(value.dtype)
+
+    def _denormalize(self, key: NestedKey, value: torch.Tensor) -> torch.Tensor:
+        last = key if isinstance(key, str) else key[-1]
+        if last != "reward":
+            return super()._denormalize(key, value)
+        _, std = self._key_moments(key)
+        return (value * std).to(value.dtype)

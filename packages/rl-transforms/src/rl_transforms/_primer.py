@@ -115,10 +115,13 @@ class TensorDictPrimer(Transform):
     def _write(self, tensordict: TensorDictBase, only_missing: bool) -> TensorDictBase:
         batch_ndim = self._lazy.get("batch_ndim", 0)
         extra = tensordict.batch_size[: max(tensordict.batch_dims - batch_ndim, 0)]
+        batch = tuple(tensordict.batch_size)
         for key, spec in self._specs().items():
             if only_missing and tensordict.get(key, None) is not None:
                 continue
-            tensordict.set(key, self._value(key, spec, extra))
+            # a spec that already starts with the data's batch dims is drawn as is
+            lead = () if extra and tuple(spec.shape[: len(batch)]) == batch else extra
+            tensordict.set(key, self._value(key, spec, torch.Size(lead)))
         return tensordict
 
     def _reset(
@@ -149,8 +152,9 @@ class TensorDictPrimer(Transform):
 
     def transform_input_spec(self, input_spec: Composite) -> Composite:
         state = input_spec["full_state_spec"]
-        for key, spec in self._specs().items():
-            state[key] = self._batched(spec, input_spec.shape)
+        batched = self._lazy.get("specs")  # set by transform_output_spec, already batched
+        for key, spec in (batched or self.primers).items():
+            state[key] = spec.clone() if batched else self._batched(spec, input_spec.shape)
         return input_spec
 
     def __repr__(self) -> str:

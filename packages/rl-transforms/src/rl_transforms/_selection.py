@@ -7,7 +7,14 @@ from tensordict import NestedKey, TensorDictBase, is_tensor_collection
 
 from rl_specs import Composite
 from rl_transforms._base import Transform
-from rl_transforms._key_lists import KeyArg, key_list, missing_key_error, spec_del, spec_get
+from rl_transforms._key_lists import (
+    KeyArg,
+    key_list,
+    map_leaf_specs,
+    missing_key_error,
+    spec_del,
+    spec_get,
+)
 
 
 class RenameTransform(Transform):
@@ -83,6 +90,19 @@ class RenameTransform(Transform):
     transform_observation_spec = _rename_specs
     transform_reward_spec = _rename_specs
     transform_done_spec = _rename_specs
+
+    def _rename_inv_specs(self, spec: Composite) -> Composite:
+        # with create_copy the policy sees (and may write) both names
+        return map_leaf_specs(
+            spec,
+            self._in_keys_inv,
+            self._out_keys_inv,
+            lambda leaf: leaf.clone(),
+            drop_in=not self.create_copy,
+        )
+
+    transform_action_spec = _rename_inv_specs
+    transform_state_spec = _rename_inv_specs
 
 
 def _reward_and_done_keys(output_spec: Composite, role: str) -> list[NestedKey]:
@@ -232,7 +252,8 @@ class RemoveEmptySpecs(Transform):
     """Removes empty specs and content from an environment.
 
     Nested composites without any leaf are removed from the specs, and empty nested
-    tensordicts from the data.
+    tensordicts from the data. On the inverse path (inside an env), the empty state
+    composites the base env declares are put back as empty tensordicts.
 
     Examples:
         >>> import torch
@@ -258,4 +279,15 @@ class RemoveEmptySpecs(Transform):
     transform_observation_spec = _prune
     transform_reward_spec = _prune
     transform_done_spec = _prune
-    transform_state_spec = _prune
+
+    def transform_state_spec(self, state_spec: Composite) -> Composite:
+        # the base env may expect its empty state composites back: remember them
+        self._lazy["empty_state"] = [key for key in _empty_keys(state_spec)]
+        return self._prune(state_spec)
+
+    def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
+        """Put back the empty state composites the base env declares (in an env only)."""
+        for key in reversed(self._lazy.get("empty_state", ())):  # outermost first
+            if tensordict.get(key, None) is None:
+                tensordict.set(key, tensordict.empty())
+        return tensordict

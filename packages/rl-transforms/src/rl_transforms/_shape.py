@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from tensordict import NestedKey, TensorDictBase
+from tensordict import NestedKey, TensorDictBase, is_tensor_collection
 
 from rl_specs import Composite, TensorSpec, Unbounded
 from rl_transforms._base import Transform
@@ -305,6 +305,32 @@ class CatTensors(Transform):
         return f"CatTensors(in_keys={self.in_keys}, out_key={self.out_key!r}, dim={self.dim})"
 
 
+def _delete_with_emptied_parents(
+    tensordict: TensorDictBase, keys: list[NestedKey]
+) -> TensorDictBase:
+    """Delete ``keys`` in place, then the nested tensordicts left empty (deepest first).
+
+    A locked tensordict (a batched env's shared buffer) is not modified: a copy without
+    those entries is returned instead.
+    """
+    if tensordict.is_locked:
+        tensordict = tensordict.exclude(*keys)
+    else:
+        for key in keys:
+            tensordict.del_(key)
+    parents = {
+        key[:depth] for key in keys if isinstance(key, tuple) for depth in range(1, len(key))
+    }
+    for parent in sorted(parents, key=len, reverse=True):
+        value = tensordict.get(parent, None)
+        if value is not None and is_tensor_collection(value) and value.is_empty():
+            if tensordict.is_locked:
+                tensordict = tensordict.exclude(parent)
+            else:
+                tensordict.del_(parent)
+    return tensordict
+
+
 class Stack(Transform):
     """Stacks tensors and tensordicts.
 
@@ -368,7 +394,7 @@ class Stack(Transform):
             values.append(value)
         next_tensordict.set(self.out_key, torch.stack(values, self.dim))
         if self.del_keys:
-            next_tensordict = next_tensordict.exclude(*self._in_keys)
+            next_tensordict = _delete_with_emptied_parents(next_tensordict, self._in_keys)
         return next_tensordict
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
