@@ -19,6 +19,12 @@ rl-envs-core beyond ``rl_envs_core.__all__``:
 - **auto-reset**: :class:`CarryOverAutoReset`, the one engine behind
   ``EnvBase(auto_reset=True)`` and rl-transforms' ``AutoResetTransform``, and the
   :class:`AutoResetHandler` protocol;
+- **in-place steps** (the collectors' and ``rollout``'s fast path):
+  :class:`SupportsBufferedSteps` (the optional ``buffered_stepper(batch)`` method
+  an adapter implements to write its backend's arrays straight into a batch's
+  tensors), :class:`BufferedStepper` (what it returns) and
+  :class:`BufferedRollout` (the engine that allocates the batch from the specs,
+  runs the stepper and fills the root entries);
 - **registry filled by a higher package**: :func:`register_transformed_env_factory`
   (behind ``EnvBase.append_transform``).
 
@@ -42,6 +48,7 @@ from tensordict import NestedKey, TensorDictBase
 
 from rl_envs_core import _done
 from rl_envs_core._auto_reset import AutoResetHandler, CarryOverAutoReset
+from rl_envs_core._buffered import BufferedRollout, BufferedStepper, SupportsBufferedSteps
 from rl_envs_core._spec_views import done_dual, install_stacked_specs
 from rl_envs_core._td import any_true, entries, get_entry, new_unchecked, set_child, set_entry
 from rl_envs_core._transform_hook import register_transformed_env_factory
@@ -51,7 +58,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AutoResetHandler",
+    "BufferedRollout",
+    "BufferedStepper",
     "CarryOverAutoReset",
+    "SupportsBufferedSteps",
     "advance_root",
     "any_true",
     "complete_done",

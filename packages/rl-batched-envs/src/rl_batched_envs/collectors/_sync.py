@@ -34,7 +34,7 @@ from rl_batched_envs.collectors._policy import (
 from rl_batched_envs.collectors._recorder import StepRecorder
 from rl_batched_envs.collectors._split import TRAJ_KEY
 from rl_envs_core import EnvBase, ExplorationType, set_exploration_type
-from rl_envs_core.extension import any_true, get_entry, set_entry
+from rl_envs_core.extension import BufferedRollout, any_true, get_entry, set_entry
 
 DEFAULT_EXPLORATION_TYPE = ExplorationType.RANDOM
 
@@ -237,6 +237,7 @@ class SyncDataCollector(DataCollectorBase):
         self._closed = False
         self._done_key: NestedKey | None = "done" if "done" in env.done_keys else None
         self._truncated_key = "truncated" if "truncated" in env.done_keys else None
+        self._engine: BufferedRollout | None = BufferedRollout.of(env)
 
     # ------------------------------------------------------------------ trajectories
     def _set_traj_ids(self, offset: int, stride: int) -> None:
@@ -343,6 +344,10 @@ class SyncDataCollector(DataCollectorBase):
         if random != self._last_random:  # the policy may write more entries than a draw
             rec.root_keys = None
             self._last_random = random
+        if random and self._engine is not None:
+            batch = self._buffered_batch(carry, out)
+            if batch is not None:
+                return self._finish(batch)
         generic = type(env).step_and_maybe_reset is EnvBase.step_and_maybe_reset
         step, env_step, maybe_reset = env.step_and_maybe_reset, env.step, env.maybe_reset
         plain_step, next_of = type(env).step is EnvBase.step, env.next_of
@@ -395,12 +400,78 @@ class SyncDataCollector(DataCollectorBase):
                         if truncating:
                             self._step_count[done] = 0
         self._carry, self._traj_ids = carry, ids
-        batch = rec.finish(out, TRAJ_KEY if track else None)
+        return self._finish(rec.finish(out, TRAJ_KEY if track else None))
+
+    def _finish(self, batch: TensorDictBase) -> TensorDictBase:
         if self.set_truncated:
             self._mark_last_truncated(batch)
         if self.storing_device is not None and batch.device != self.storing_device:
             batch = batch.to(self.storing_device)
         return batch
+
+    # ------------------------------------------------------------------ fast path
+    def _buffered_batch(
+        self, carry: TensorDictBase, out: TensorDictBase | None
+    ) -> TensorDictBase | None:
+        """The batch of random steps written in place by the env's stepper, or ``None``.
+
+        The env's ``buffered_stepper`` (``rl_envs_core.extension``) writes each step
+        into the preallocated batch; the batch of random draws is copied in as the
+        actions; the trajectory ids come from the done flags at the end. ``None``
+        when an option needs the general path (``max_frames_per_traj``, no
+        ``"done"`` entry) or the env declines; nothing was stepped then.
+        """
+        engine = self._engine
+        if engine is None or self.max_frames_per_traj is not None or self._done_key != "done":
+            return None
+        steps, dim = self._steps, len(self.env.batch_size)
+        if out is not None:
+            if not engine.fits(out, steps):
+                return None
+            batch = out
+        else:
+            batch = engine.allocate(steps)
+        draws = self._random
+        for (key, _), draw in zip(draws.leaves, draws.draws):
+            batch.get(key).copy_(draw.movedim(0, dim) if dim else draw)
+        following = engine.run(carry, batch)
+        if following is None:
+            return None
+        self._carry = following
+        if self.track_traj_ids:
+            ids = self._ids_of(batch.get(("next", "done")))
+            if out is not None:
+                out.get(TRAJ_KEY).copy_(ids)
+            else:
+                batch.set(TRAJ_KEY, ids)
+        return batch
+
+    def _ids_of(self, done: torch.Tensor) -> torch.Tensor:
+        """``[*batch, T]`` trajectory ids of a batch whose ``("next", "done")`` is ``done``.
+
+        The ids the per-step path gives: a finished env takes a new id from the next
+        step on, new ids handed out in order of step, then env. Updates the ids the
+        next batch starts from.
+        """
+        n, steps = self.n_env, self._steps
+        ends = done.reshape(n, steps, -1).any(-1).T  # [T, n], time-major: the order of new ids
+        current = self._traj_ids.reshape(n)
+        count = int(ends.sum())
+        table = torch.empty(steps + 1, n, dtype=current.dtype)
+        table[0] = current
+        starts = torch.zeros(steps + 1, n, dtype=torch.bool)
+        starts[0] = True
+        if count:
+            flat = ends.reshape(-1)
+            rank = (flat.cumsum(0) - 1).clamp_(min=0)
+            table[1:] = self._new_ids(count)[rank].reshape(steps, n)
+            starts[1:] = ends
+        rows = torch.arange(steps + 1).unsqueeze(-1)
+        latest = torch.where(starts, rows, 0).cummax(0).values
+        filled = table.gather(0, latest)
+        batch = self.env.batch_size
+        self._traj_ids = filled[steps].reshape(batch).clone()
+        return filled[:steps].T.reshape(*batch, steps)
 
     def _mark_last_truncated(self, batch: TensorDictBase) -> None:
         if self._truncated_key is None:

@@ -19,6 +19,7 @@ from tensordict import TensorDictBase
 from rl_env_adapters import _compat
 from rl_env_adapters._gym._arrays import make_reader, make_writer
 from rl_env_adapters._gym._backend import gym_backend
+from rl_env_adapters._gym._buffered import GymStepper, gym_stepper
 from rl_env_adapters._gym._info import InfoDictReader
 from rl_env_adapters._gym._spaces import gym_space_to_spec
 from rl_env_adapters._step_scalars import StepScalars
@@ -295,6 +296,27 @@ class GymWrapper(GymLikeEnv):
             if self._info_dict_reader:
                 return self.read_info(info, self._build_output(source))
         return self._build_output(source)
+
+    def buffered_stepper(self, batch: TensorDictBase) -> GymStepper | None:
+        """Step straight into ``batch``'s tensors (``SupportsBufferedSteps``), or decline.
+
+        The fast path of the collectors and ``rollout``: see
+        ``rl_envs_core.extension.SupportsBufferedSteps``. A single env with a ``Box``
+        observation and no info reader, frame skip or overridden step method gets a
+        stepper; anything else gets ``None`` (the general path).
+
+        Examples:
+            >>> import torch
+            >>> from rl_env_adapters import GymEnv
+            >>> from rl_envs_core.extension import BufferedRollout
+            >>> env = GymEnv("CartPole-v1")
+            >>> engine = BufferedRollout.of(env)
+            >>> batch = engine.allocate(3)
+            >>> batch["action"] = env.action_spec.rand(torch.Size([3]))
+            >>> env.buffered_stepper(batch) is not None
+            True
+        """
+        return gym_stepper(self, GymWrapper, batch)
 
     def __getattr__(self, name: str) -> Any:  # Any: whatever the gym env holds
         try:
