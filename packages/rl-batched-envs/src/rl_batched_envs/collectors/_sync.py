@@ -225,7 +225,8 @@ class SyncDataCollector(DataCollectorBase):
         self._rb_checked = False
         self._policy_checked = self.trust_policy
         self._carry: TensorDictBase | None = None
-        self._recorder = StepRecorder(env.batch_size)
+        rewards = [key for key in env.reward_keys if key not in env.state_keys]  # not carried on
+        self._recorder = StepRecorder(env.batch_size, rewards)
         self._traj_offset, self._traj_stride = 0, 1
         self._next_local_id = 0
         self._traj_ids: torch.Tensor | None = None
