@@ -61,7 +61,7 @@ def test_random_batches_are_bit_equal_to_the_general_path(batch_size):
 @pytest.mark.parametrize("batch_size", BATCHES)
 def test_episodes_ending_on_the_last_step_carry_new_ids(batch_size):
     # 12 (or 24 / 3) steps per batch, episodes of 4 steps: each batch ends with a done
-    fast, got = _compare(batch_size, max_steps=4)
+    _, got = _compare(batch_size, max_steps=4)
     last = got[1]["collector", "traj_ids"][..., -1]
     first = got[2]["collector", "traj_ids"][..., 0]
     assert bool((first > last).all())
