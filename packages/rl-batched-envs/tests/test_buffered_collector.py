@@ -74,13 +74,15 @@ def test_episodes_ending_on_the_last_step_carry_new_ids(batch_size):
         {"split_trajs": True},
         {"set_truncated": True},
         {"track_traj_ids": False},
-        {"postproc": lambda batch: batch.exclude("terminated")},
+        {"postproc": lambda batch: batch.set("seen", torch.ones(batch.shape))},
     ],
     ids=["reset_at_each_iter", "split_trajs", "set_truncated", "no_ids", "postproc"],
 )
 def test_collector_options_apply_to_fast_batches(options):
-    fast, _ = _compare((2,), max_steps=3, **options)
+    fast, got = _compare((2,), max_steps=3, **options)
     assert fast.buffered_batches > 0
+    if "postproc" in options:
+        assert all("seen" in batch.keys() for batch in got)
 
 
 def test_random_frames_then_a_policy_switch_paths_and_agree():

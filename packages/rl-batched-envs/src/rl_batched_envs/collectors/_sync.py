@@ -348,7 +348,7 @@ class SyncDataCollector(DataCollectorBase):
         if random and self._engine is not None:
             batch = self._buffered_batch(carry, out)
             if batch is not None:
-                return self._finish(batch)
+                return self._complete(batch)
         generic = type(env).step_and_maybe_reset is EnvBase.step_and_maybe_reset
         step, env_step, maybe_reset = env.step_and_maybe_reset, env.step, env.maybe_reset
         plain_step, next_of = type(env).step is EnvBase.step, env.next_of
@@ -401,9 +401,9 @@ class SyncDataCollector(DataCollectorBase):
                         if truncating:
                             self._step_count[done] = 0
         self._carry, self._traj_ids = carry, ids
-        return self._finish(rec.finish(out, TRAJ_KEY if track else None))
+        return self._complete(rec.finish(out, TRAJ_KEY if track else None))
 
-    def _finish(self, batch: TensorDictBase) -> TensorDictBase:
+    def _complete(self, batch: TensorDictBase) -> TensorDictBase:
         if self.set_truncated:
             self._mark_last_truncated(batch)
         if self.storing_device is not None and batch.device != self.storing_device:
