@@ -134,7 +134,7 @@ def test_gym_stepper_rejects_a_non_scalar_reward_clearly():
     env.reset()
     stepper = env.buffered_stepper(batch)
     with pytest.raises(ValueError, match="reward"):
-        stepper.step(0)
+        stepper.fill()
 
 
 def test_envpool_rollout_in_place_equals_the_general_path():

@@ -4,22 +4,25 @@ An env whose adapter can write its backend's outputs straight into tensors
 implements one optional method, ``buffered_stepper(batch)`` (the
 :class:`SupportsBufferedSteps` protocol). It gets a ``[*env.batch_size, T]``
 tensordict whose actions are already written and returns a
-:class:`BufferedStepper` that steps the backend for time index ``t``, writing the
-``"next"`` entries of that step into ``batch[..., t]``, and resets the envs the
-last step finished. It may also return ``None`` to decline (an option it does not
-handle): the caller then takes the general path (``env.step`` per step).
+:class:`BufferedStepper`, whose ``fill`` steps the backend ``T`` times, writing
+step ``t``'s ``"next"`` entries into ``batch[..., t]`` and resetting finished envs
+as it goes (in whatever order suits the backend: EnvPool's envs run ahead of one
+another), and reports the resets it made. It may also return ``None`` to decline
+(an option it does not handle): the caller then takes the general path
+(``env.step`` per step).
 
 :class:`BufferedRollout` is the engine behind the collectors' and ``rollout``'s
 fast path. It allocates the batch (or takes a caller's), runs the stepper, and
 builds the root entries afterwards with one copy per entry (the root of step
 ``t + 1`` is the ``"next"`` of step ``t``, except where an env was reset, whose
 reset values are written over it). The result is the data the general path
-gives for the same actions: same keys, values, dtypes and shapes.
+gives for the same actions: same keys, values, dtypes and shapes (the ``"next"``
+entries in the order of the specs: observations, reward, terminated, truncated,
+done).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -34,28 +37,31 @@ __all__ = ["BufferedRollout", "BufferedStepper", "SupportsBufferedSteps"]
 _DONE_ORDER = {"terminated": 0, "truncated": 1, "done": 2}
 
 
+#: what :meth:`BufferedStepper.fill` returns: the resets it made, or ``None``
+Resets = tuple  # (steps: Tensor[k], envs: Tensor[k] | None, values: Mapping[key, Tensor[k, ...]])
+
+
 @runtime_checkable
 class BufferedStepper(Protocol):
-    """Steps an env for one batch, writing each step into the batch's tensors.
+    """Steps an env through one batch, writing each step into the batch's tensors.
 
     Returned by :meth:`SupportsBufferedSteps.buffered_stepper` for one batch.
     """
 
-    def step(self, t: int) -> bool:
-        """Step every env with the actions at time ``t`` of the batch.
+    def fill(self, reset_last: bool = True) -> Resets | None:
+        """Step every env ``T`` times with the batch's actions; write each step.
 
-        Writes the step's observations, rewards and done flags at time ``t`` of the
-        batch's ``"next"`` entries. Returns whether some env finished.
-        """
-        ...
+        Step ``t`` of env ``e`` is written at ``[e, t]`` of the batch's ``"next"``
+        entries (observations, rewards, done flags). An env that finishes is reset
+        before its next step; after its last step only when ``reset_last``.
 
-    def reset(self) -> tuple[Any, Mapping[NestedKey, Any]]:  # Any: bool masks, arrays or tensors
-        """Reset the envs the last step finished; return ``(mask, values)``.
-
-        ``mask`` is a ``[*env.batch_size]`` bool array or tensor (``None`` for an
-        unbatched env); ``values`` maps root keys to the reset values, numpy arrays or
-        tensors with every env's row (only the masked rows are read). Done entries
-        missing from ``values`` are ``False``.
+        Returns:
+            ``None`` when no env was reset, else ``(steps, envs, values)``: for the
+            ``k``-th reset, the time index of the step that finished the env
+            (``steps[k]``, a long tensor), the env's flat index in the batch
+            (``envs[k]``; ``envs`` is ``None`` for an unbatched env) and its first
+            root values (``values[key][k]``, tensors or arrays). Done entries missing
+            from ``values`` are ``False``.
         """
         ...
 
@@ -71,10 +77,6 @@ class SupportsBufferedSteps(Protocol):
         tensor per ``"next"`` entry (observations, rewards, done flags).
         """
         ...
-
-
-def _is_next(key: NestedKey) -> bool:
-    return isinstance(key, tuple) and key[0] == "next"
 
 
 class BufferedRollout:
@@ -154,7 +156,10 @@ class BufferedRollout:
         keys = {_as_tuple(k) for k in out.keys(True, True)}
         needed = [*self.carried, *(k for k, _ in self.action_leaves)]
         needed += [("next", *_as_tuple(k)) for k in [*self.carried, *self.reward_keys]]
-        return all(_as_tuple(k) in keys for k in needed)
+        if not all(_as_tuple(k) in keys for k in needed):
+            return False
+        # resets are written through flat views of the entries
+        return all(out.get(k).is_contiguous() for k in needed)
 
     @property
     def reward_keys(self) -> list[NestedKey]:
@@ -167,6 +172,37 @@ class BufferedRollout:
         return [k for k, _ in self.action_leaves]
 
     # ------------------------------------------------------------------ run
+    def _write_resets(
+        self, batch: TensorDictBase, following: dict, resets: Resets, last: int
+    ) -> None:
+        """Write each reset's values over the root of the step after it (or the next root)."""
+        steps, envs, values = resets
+        steps = _as_index(steps)
+        inside = steps < last
+        rows = steps[inside] + 1
+        n = max(1, self.env.batch_size.numel())
+        if envs is not None:
+            envs = _as_index(envs)
+        for key in self.carried:
+            root = batch.get(key)
+            value = values.get(key)
+            if value is None:
+                value = torch.zeros((len(steps), *root.shape[self.dim + 1 :]), dtype=root.dtype)
+            else:
+                value = torch.as_tensor(value).to(root.dtype).reshape(
+                    len(steps), *root.shape[self.dim + 1 :]
+                )
+            nxt = following[key]
+            if envs is None:
+                root[rows] = value[inside]
+                if not bool(inside.all()):
+                    nxt.copy_(value[~inside][-1])
+                continue
+            flat = root.view(n, *root.shape[self.dim :])  # [n, T, ...]: a view of the batch
+            flat[envs[inside], rows] = value[inside]
+            if not bool(inside.all()):
+                nxt.view(n, *nxt.shape[self.dim :])[envs[~inside]] = value[~inside]
+
     def run(
         self,
         carry: TensorDictBase,
@@ -207,14 +243,9 @@ class BufferedRollout:
         stepper = env.buffered_stepper(batch)
         if stepper is None:
             return None
-        steps = batch.batch_size[self.dim]
-        dim = self.dim
-        step, reset = stepper.step, stepper.reset
-        resets = []
+        resets = stepper.fill(reset_last)
+        dim, steps = self.dim, batch.batch_size[self.dim]
         last = steps - 1
-        for t in range(steps):
-            if step(t) and (reset_last or t < last):
-                resets.append((t, *reset()))
         nxt = batch.get("next")
         following = {}
         for key in self.carried:
@@ -223,27 +254,15 @@ class BufferedRollout:
             if steps > 1:
                 root.narrow(dim, 1, last).copy_(after.narrow(dim, 0, last))
             following[key] = after.select(dim, last).clone()
-        for t, mask, values in resets:
-            for key in self.carried:
-                dest = following[key] if t == last else batch.get(key).select(dim, t + 1)
-                _write_reset(dest, mask, values.get(key))
+        if resets is not None:
+            self._write_resets(batch, following, resets, last)
         return TensorDict(following, batch_size=env.batch_size, device=carry.device)
 
 
-def _write_reset(dest: torch.Tensor, mask: Any, value: Any) -> None:  # Any: see reset()
-    if value is None:
-        value = torch.zeros((), dtype=dest.dtype)
-    else:
-        value = torch.as_tensor(value, dtype=dest.dtype)
-    if mask is None:
-        dest.copy_(value.reshape(dest.shape) if value.numel() == dest.numel() else value)
-        return
-    if isinstance(mask, np.ndarray):
-        mask = torch.from_numpy(mask)
-    if value.ndim == 0:
-        dest[mask] = value
-    else:
-        dest[mask] = value[mask].reshape(dest[mask].shape)
+def _as_index(value: Any) -> torch.Tensor:  # Any: a tensor, an array or a list of ints
+    if isinstance(value, np.ndarray):
+        value = torch.from_numpy(value)
+    return torch.as_tensor(value, dtype=torch.long)
 
 
 def _as_tuple(key: NestedKey) -> tuple[str, ...]:

@@ -132,34 +132,41 @@ class BufferedCountingEnv(CountingEnv):
 
 
 class _CountingStepper:
-    """Steps a :class:`BufferedCountingEnv` for one batch, writing into its tensors."""
+    """Steps a :class:`BufferedCountingEnv` through one batch, writing into its tensors."""
 
     def __init__(self, env: BufferedCountingEnv, batch: TensorDictBase) -> None:
         self.env = env
         self.dim = len(env.batch_size)
+        self.steps = batch.batch_size[self.dim]
         nxt = batch.get("next")
         self.entries = [nxt.get(k) for k in ("observation", "reward", "done", "terminated")]
         self.truncated = nxt.get("truncated")
-        self.done: torch.Tensor | None = None
 
-    def step(self, t: int) -> bool:
+    def fill(self, reset_last: bool = True) -> tuple | None:
         env, dim = self.env, self.dim
-        env.count = env.count + 1
-        done = env.count >= env.max_steps
-        obs, reward, done_out, terminated = (e.select(dim, t) for e in self.entries)
-        obs.copy_(env.count)
-        reward.fill_(1.0)
-        done_out.copy_(done)
-        terminated.copy_(done)
-        self.truncated.select(dim, t).zero_()
-        self.done = done
-        return bool(done.any())
-
-    def reset(self) -> tuple[torch.Tensor | None, dict[str, torch.Tensor]]:
-        env, done = self.env, self.done
-        env.count = torch.where(done, 0, env.count)
-        mask = done.reshape(env.batch_size) if self.dim else None
-        return mask, {"observation": env.count}
+        steps, envs, firsts = [], [], []
+        for t in range(self.steps):
+            env.count = env.count + 1
+            done = env.count >= env.max_steps
+            obs, reward, done_out, terminated = (e.select(dim, t) for e in self.entries)
+            obs.copy_(env.count)
+            reward.fill_(1.0)
+            done_out.copy_(done)
+            terminated.copy_(done)
+            self.truncated.select(dim, t).zero_()
+            if bool(done.any()) and (reset_last or t < self.steps - 1):
+                finished = done.reshape(-1).nonzero().squeeze(-1)
+                env.count = torch.where(done, 0, env.count)
+                steps += [t] * len(finished)
+                envs.append(finished)
+                firsts.append(env.count.reshape(-1, 1)[finished])
+        if not steps:
+            return None
+        return (
+            torch.tensor(steps),
+            torch.cat(envs) if self.dim else None,
+            {"observation": torch.cat(firsts)},
+        )
 
 
 def _leaf_tuples(td: TensorDictBase) -> set[tuple[str, ...]]:

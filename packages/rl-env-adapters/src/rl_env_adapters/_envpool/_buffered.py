@@ -3,12 +3,14 @@
 The ``buffered_stepper`` hook of :class:`~rl_env_adapters.MultiThreadedEnvWrapper`
 (see ``rl_envs_core.extension.SupportsBufferedSteps``). The batch's actions are
 converted for the pool once (the per-step converter applied to the whole
-``[num_envs, T]`` block, laid out time-major so that each step's actions are one
-contiguous array); each step writes EnvPool's batched arrays into numpy views of
-the batch's ``"next"`` tensors. Resets go through the wrapper's own
-:class:`~rl_env_adapters._envpool._resets.PoolResets` in the same order as the
-general path (reset sent as soon as the step returns, received when asked for),
-so the pool sees the same calls and gives the same values.
+``[num_envs, T]`` block); each call writes EnvPool's batched arrays into numpy
+views of the batch's ``"next"`` tensors. A finished env is reset by EnvPool's own
+auto-reset, inside the next step call (no reset round trip); that env then makes
+its step at the call after, so envs run ahead of one another within the batch.
+Each env sees the same sequence of steps and resets as on the general path (its
+own random state, seeded per env), so the values are the same. The envs that
+finish at their last step are reset through the wrapper's
+:class:`~rl_env_adapters._envpool._resets.PoolResets`, as the general path does.
 
 Only the plain case is handled: a synchronous pool with one array observation and
 one action leaf, ``frame_skip=1``, on the cpu, step and reset not overridden.
@@ -17,7 +19,7 @@ Anything else declines (``None``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -62,7 +64,7 @@ def pool_stepper(
 
 
 class PoolStepper:
-    """Steps a plain synchronous EnvPool pool for one batch (see the module docstring).
+    """Steps a plain synchronous EnvPool pool through one batch (see the module docstring).
 
     Args:
         env (MultiThreadedEnvWrapper): the env (checked plain by :func:`pool_stepper`).
@@ -77,33 +79,76 @@ class PoolStepper:
         self._key = key
         self._obs = nxt.get(key).numpy()
         n, steps = batch.batch_size
+        self._n, self._steps = n, steps
         self._reward = nxt.get("reward").numpy().reshape(n, steps)
         self._flags = [
             nxt.get(name).numpy().reshape(n, steps) for name in ("terminated", "truncated", "done")
         ]
-        self._pool_step = env._env.step
+        self._pool = env._env
         self._resets = env._resets
-        self._done: np.ndarray | None = None
+        self._read_obs = env._read_obs
 
-    def step(self, t: int) -> bool:
-        """Step every env with the actions of time ``t``; write it; whether some env finished."""
-        resets = self._resets
-        resets.before_step()  # envs finished and not reset since start from a reset
-        obs, reward, terminated, truncated, _ = self._pool_step(self._actions[t])
-        done = terminated | truncated
-        resets.after_step(done.copy())
-        self._obs[:, t] = obs
-        self._reward[:, t] = reward
-        te, tr, dn = self._flags
-        te[:, t], tr[:, t], dn[:, t] = terminated, truncated, done
-        self._done = done
-        return bool(done.any())
+    def fill(self, reset_last: bool = True) -> tuple | None:
+        """Step every env ``T`` times; an env that finished is reset by its next step call.
 
-    def reset(self) -> tuple[np.ndarray, dict[str, Any]]:
-        """Reset the envs the last step finished; their first observations (every row)."""
-        done = self._done
-        values = self._resets.reset(done)
-        value = values[self._key] if isinstance(values, dict) else values
-        if not isinstance(value, torch.Tensor):
-            value = torch.as_tensor(np.asarray(value))
-        return done, {self._key: value}
+        Each call steps every env that still has steps to make; an env that finished
+        at its previous call is reset by this one (EnvPool's auto-reset: its action
+        is ignored) and makes its step at the next call, so envs drift apart by one
+        call per episode end, and the batch takes ``T`` calls plus the most resets
+        any one env made.
+        """
+        n, steps = self._n, self._steps
+        pool, actions = self._pool, self._actions
+        obs_out, rewards = self._obs, self._reward
+        te_out, tr_out, done_out = self._flags
+        self._resets.before_step()  # a reset sent before this batch is received first
+        cursor = np.zeros(n, dtype=np.int64)  # each env's next time index
+        pending = np.zeros(n, dtype=bool)  # finished: the next call resets it
+        every = np.arange(n, dtype=np.int32)
+        reset_steps, reset_envs, firsts = [], [], []
+        while True:
+            active = cursor < steps
+            if active.all():
+                obs, reward, terminated, truncated, info = pool.step(actions[cursor, every])
+            elif active.any():
+                ids = every[active]
+                obs, reward, terminated, truncated, info = pool.step(actions[cursor[ids], ids], ids)
+            else:
+                break
+            got = info["env_id"]
+            time = cursor[got]
+            was_reset = pending[got]
+            if was_reset.any():  # first observations of new episodes: roots, not steps
+                fresh = got[was_reset]
+                reset_steps.append(time[was_reset] - 1)
+                reset_envs.append(fresh)
+                firsts.append(obs[was_reset])
+                pending[fresh] = False
+                stepped = ~was_reset
+                got, time = got[stepped], time[stepped]
+                obs, reward = obs[stepped], reward[stepped]
+                terminated, truncated = terminated[stepped], truncated[stepped]
+            done = terminated | truncated
+            obs_out[got, time] = obs
+            rewards[got, time] = reward
+            te_out[got, time] = terminated
+            tr_out[got, time] = truncated
+            done_out[got, time] = done
+            cursor[got] = time + 1
+            pending[got] = done
+        if pending.any():  # finished at their last step: reset as the general path does
+            self._resets.after_step(pending.copy())
+            if reset_last:
+                values = self._resets.reset(pending)
+                value = values[self._key] if isinstance(values, dict) else values
+                last = every[pending]
+                reset_steps.append(np.full(len(last), steps - 1))
+                reset_envs.append(last)
+                firsts.append(np.asarray(value)[last])
+        if not reset_steps:
+            return None
+        return (
+            torch.from_numpy(np.concatenate(reset_steps)),
+            torch.from_numpy(np.concatenate(reset_envs).astype(np.int64)),
+            {self._key: torch.as_tensor(np.concatenate(firsts))},
+        )

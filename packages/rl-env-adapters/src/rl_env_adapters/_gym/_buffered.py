@@ -5,7 +5,8 @@ The ``buffered_stepper`` hook of :class:`~rl_env_adapters.GymWrapper` (see
 converted to what gym takes once, for all steps (the same converter as the
 per-step path, applied to the whole block); each step writes gym's observation,
 reward and flags into numpy views of the batch's ``"next"`` tensors: no tensor and
-no tensordict per step. The values are those ``GymWrapper.step`` gives (same casts:
+no tensordict per step. The env is reset (as ``GymWrapper``'s ``_reset`` does, no
+seed) as soon as an episode ends. The values are those ``GymWrapper.step`` gives (same casts:
 numpy assignment rounds like ``Tensor.to``).
 
 Only the plain case is handled: an unbatched env with one ``Box`` observation, one
@@ -16,9 +17,10 @@ takes the general path.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+import torch
 from tensordict import TensorDictBase
 
 from rl_specs import Composite, MultiOneHot, NonTensor, OneHot
@@ -112,32 +114,37 @@ class GymStepper:
         self._normalise_reset = env._reset_output_transform
         self._shape = self._obs.shape[1:]
 
-    def step(self, t: int) -> bool:
-        """Step the env with action ``t``; write step ``t``; return whether it finished."""
-        obs, reward, terminated, truncated, done, _ = self._normalise(self._step(self._actions[t]))
-        if done is not None:  # a legacy 4-value step: done alone, read as terminated
-            terminated, truncated = done, False
-        terminated, truncated = bool(terminated), bool(truncated)
-        out = self._obs
-        try:
-            out[t] = obs
-        except ValueError:
-            out[t] = np.asarray(obs).reshape(self._shape)
-        try:
-            self._reward[t] = reward
-        except (TypeError, ValueError) as err:
-            raise ValueError(
-                f"The gym env's step returned reward={reward!r} ({type(reward).__name__}); an "
-                f"unbatched env's 'reward' must be one number (float or numpy scalar), stored "
-                f"with shape (1,). Return a scalar reward from step(), or wrap the env with a "
-                f"gymnasium.Wrapper that does."
-            ) from err
-        ended = terminated or truncated
+    def fill(self, reset_last: bool = True) -> tuple | None:
+        """Step the env once per action, writing each step; reset it when it finishes."""
+        step, normalise = self._step, self._normalise
+        out, rewards, shape = self._obs, self._reward, self._shape
         te, tr, dn = self._flags
-        te[t], tr[t], dn[t] = terminated, truncated, ended
-        return ended
-
-    def reset(self) -> tuple[None, dict[str, Any]]:
-        """Reset the env; its first observation (the done flags are ``False``)."""
-        obs, _ = self._normalise_reset(self._reset())
-        return None, {"observation": obs}
+        last = len(out) - 1
+        steps, firsts = [], []
+        for t, action in enumerate(self._actions):
+            obs, reward, terminated, truncated, done, _ = normalise(step(action))
+            if done is not None:  # a legacy 4-value step: done alone, read as terminated
+                terminated, truncated = done, False
+            terminated, truncated = bool(terminated), bool(truncated)
+            try:
+                out[t] = obs
+            except ValueError:
+                out[t] = np.asarray(obs).reshape(shape)
+            try:
+                rewards[t] = reward
+            except (TypeError, ValueError) as err:
+                raise ValueError(
+                    f"The gym env's step returned reward={reward!r} ({type(reward).__name__}); "
+                    f"an unbatched env's 'reward' must be one number (float or numpy scalar), "
+                    f"stored with shape (1,). Return a scalar reward from step(), or wrap the "
+                    f"env with a gymnasium.Wrapper that does."
+                ) from err
+            ended = terminated or truncated
+            te[t], tr[t], dn[t] = terminated, truncated, ended
+            if ended and (reset_last or t < last):
+                first, _ = self._normalise_reset(self._reset())
+                steps.append(t)
+                firsts.append(np.asarray(first).reshape(shape))
+        if not steps:
+            return None
+        return torch.tensor(steps), None, {"observation": torch.from_numpy(np.stack(firsts))}
