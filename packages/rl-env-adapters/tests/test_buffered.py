@@ -113,21 +113,34 @@ def test_gym_envs_the_hook_does_not_cover_decline(make):
         env = make()
     except Exception as err:  # pixels need a renderer this machine may lack
         pytest.skip(f"cannot build the env here: {err}")
+    env.rand_step(env.reset())  # past the first, checked step
     engine = BufferedRollout.of(env)
     batch = engine.allocate(2) if engine is not None else None
     assert engine is None or env.buffered_stepper(batch) is None
     env.close()
 
 
+def test_a_gym_env_declines_until_its_first_step_is_checked():
+    env = GymEnv("CartPole-v1")
+    batch = BufferedRollout.of(env).allocate(2)
+    assert env.buffered_stepper(batch) is None
+    env.rand_step(env.reset())
+    assert env.buffered_stepper(batch) is not None
+
+
 def test_gym_stepper_rejects_a_non_scalar_reward_clearly():
     class VectorReward(gymnasium.Wrapper):
-        def step(self, action):
+        steps = 0
+
+        def step(self, action):  # a vector reward from the second step on
             obs, reward, terminated, truncated, info = self.env.step(action)
-            return obs, [reward, reward], terminated, truncated, info
+            self.steps += 1
+            return obs, reward if self.steps == 1 else [reward, reward], terminated, truncated, info
 
     from rl_env_adapters import GymWrapper
 
     env = GymWrapper(VectorReward(gymnasium.make("CartPole-v1")))
+    env.rand_step(env.reset())
     engine = BufferedRollout.of(env)
     batch = engine.allocate(2)
     batch["action"] = env.action_spec.rand(torch.Size([2]))
@@ -156,5 +169,6 @@ def test_envpool_rollout_in_place_equals_the_general_path():
 def test_envpool_with_frame_skip_declines():
     pytest.importorskip("envpool")
     env = MultiThreadedEnv(2, "CartPole-v1", frame_skip=2)
+    env.rand_step(env.reset())
     assert env.buffered_stepper(BufferedRollout.of(env).allocate(2)) is None
     env.close()

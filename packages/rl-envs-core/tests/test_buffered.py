@@ -10,7 +10,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rl_envs_core.extension import BufferedRollout, BufferedStepper, SupportsBufferedSteps
+from rl_envs_core.extension import (
+    BufferedRollout,
+    BufferedStepper,
+    SupportsBufferedSteps,
+    steps_checked,
+)
 from rl_envs_core.testing import BufferedCountingEnv, CountingEnv
 
 BATCHES = [(), (3,)]
@@ -46,7 +51,18 @@ def test_the_protocols_recognise_a_stepping_env():
     assert not isinstance(CountingEnv(), SupportsBufferedSteps)
     engine = BufferedRollout.of(env)
     batch = engine.allocate(4)
+    assert env.buffered_stepper(batch) is None  # until a first step went through the checks
+    env.rand_step(env.reset())
     assert isinstance(env.buffered_stepper(batch), BufferedStepper)
+
+
+def test_steps_checked_follows_the_first_step_and_run_type_checks():
+    env = BufferedCountingEnv()
+    assert not steps_checked(env)
+    env.rand_step(env.reset())
+    assert steps_checked(env)
+    env.run_type_checks = True
+    assert not steps_checked(env)
 
 
 def test_an_env_without_the_hook_has_no_engine():
@@ -119,6 +135,7 @@ def test_a_policy_or_callback_takes_the_general_path():
 def test_run_writes_resets_over_the_carried_root():
     env = BufferedCountingEnv(max_steps=2, batch_size=(2,))
     env.rollout(1, break_when_any_done=False)
+    assert env.buffered_batches == 0
     engine = BufferedRollout.of(env)
     batch = engine.allocate(5)
     batch["action"].zero_()

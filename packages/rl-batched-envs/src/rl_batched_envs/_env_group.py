@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
+from rl_batched_envs._buffered import GroupFill
 from rl_envs_core import EnvBase, EnvMetaData
 from rl_envs_core.extension import get_entry, key_layout, new_unchecked, next_of
 
@@ -290,6 +291,20 @@ class EnvGroup:
     def call(self, name: str, args: tuple, kwargs: dict) -> list[Any]:  # Any: method results
         """Call the method ``name`` on every env."""
         return [getattr(env, name)(*args, **kwargs) for env in self.envs]
+
+    # ------------------------------------------------------------------ in-place batches
+    def attach_fill(self, batch: TensorDictBase) -> None:
+        """Take the group's rows of a ``[num_envs, T]`` batch to step in place (see ``_buffered``)."""
+        self._fill = GroupFill(self.envs, self.offset)
+        self._fill.attach(batch)
+
+    def prepare_fill(self) -> bool:
+        """Make every sub-env's stepper for the attached rows; ``False`` if one declines."""
+        return self._fill.prepare()
+
+    def fill_batch(self, reset_last: bool) -> tuple | None:
+        """Step every sub-env through the attached rows; the resets made (batch indices)."""
+        return self._fill.fill(reset_last)
 
     def metadata(self) -> list[EnvMetaData]:
         """The metadata of every env."""

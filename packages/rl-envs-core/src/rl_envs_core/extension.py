@@ -24,7 +24,8 @@ rl-envs-core beyond ``rl_envs_core.__all__``:
   an adapter implements to write its backend's arrays straight into a batch's
   tensors), :class:`BufferedStepper` (what it returns) and
   :class:`BufferedRollout` (the engine that allocates the batch from the specs,
-  runs the stepper and fills the root entries);
+  runs the stepper and fills the root entries), :func:`steps_checked` (whether a
+  stepper may skip the checks of ``env.step``);
 - **registry filled by a higher package**: :func:`register_transformed_env_factory`
   (behind ``EnvBase.append_transform``).
 
@@ -75,6 +76,7 @@ __all__ = [
     "register_transformed_env_factory",
     "set_child",
     "set_entry",
+    "steps_checked",
 ]
 
 
@@ -135,6 +137,26 @@ def complete_done(
         tensor([True])
     """
     return _done.complete_done(env, tensordict, fill_zeros=fill_zeros)
+
+
+def steps_checked(env: EnvBase) -> bool:
+    """Whether ``env``'s steps may skip the input/output checks of ``env.step``.
+
+    ``True`` once a first step went through them (``env.step`` checks the action
+    and the declared outputs once) and unless ``run_type_checks`` asks for them at
+    every step. A ``buffered_stepper`` declines until then, so that a bad env
+    fails with the checks' clear error rather than a bad write.
+
+    Examples:
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> env = CountingEnv()
+        >>> steps_checked(env)
+        False
+        >>> _ = env.rand_step(env.reset())
+        >>> steps_checked(env)
+        True
+    """
+    return bool(env._io_checked) and not env.run_type_checks
 
 
 def advance_root(env: EnvBase, tensordict: TensorDictBase) -> TensorDictBase:

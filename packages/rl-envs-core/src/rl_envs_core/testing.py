@@ -125,8 +125,8 @@ class BufferedCountingEnv(CountingEnv):
 
     def buffered_stepper(self, batch: TensorDictBase) -> _CountingStepper | None:
         """A stepper writing into ``batch``, or ``None`` when :attr:`decline` is set."""
-        if self.decline:
-            return None
+        if self.decline or not self._io_checked or self.run_type_checks:
+            return None  # the first step goes through env.step's checks
         self.buffered_batches += 1
         return _CountingStepper(self, batch)
 

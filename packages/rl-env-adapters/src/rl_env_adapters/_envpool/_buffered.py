@@ -25,14 +25,13 @@ import numpy as np
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs_core.extension import steps_checked
 from rl_specs import Composite, MultiOneHot, NonTensor, OneHot
 
 if TYPE_CHECKING:
     from rl_env_adapters._envpool._env import MultiThreadedEnvWrapper
 
 __all__ = ["PoolStepper", "pool_stepper"]
-
-# Any in this module: EnvPool arrays are library-defined.
 
 _TEMPLATE = ("step", "next_of", "reset", "_step", "_reset", "_output")
 
@@ -43,7 +42,8 @@ def pool_stepper(
     """A :class:`PoolStepper` for ``env`` and ``batch``, or ``None`` when ``env`` is not plain."""
     cls = type(env)
     if (
-        env.is_async
+        not steps_checked(env)  # the first step goes through env.step's checks
+        or env.is_async
         or env.frame_skip != 1
         or env.auto_reset_handler is not None
         or (env.device is not None and env.device.type != "cpu")

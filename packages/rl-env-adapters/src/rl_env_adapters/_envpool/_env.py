@@ -232,13 +232,15 @@ class MultiThreadedEnvWrapper(EnvBase):
         The fast path of the collectors and ``rollout``: see
         ``rl_envs_core.extension.SupportsBufferedSteps``. A synchronous pool with one
         array observation, ``frame_skip=1`` and no overridden step gets a stepper
-        writing EnvPool's batched arrays into ``batch``; anything else gets ``None``.
+        writing EnvPool's batched arrays into ``batch`` once a first step went
+        through ``env.step``'s checks; anything else gets ``None``.
 
         Examples:
             >>> import torch
             >>> from rl_env_adapters import MultiThreadedEnv
             >>> from rl_envs_core.extension import BufferedRollout
             >>> env = MultiThreadedEnv(2, "CartPole-v1")
+            >>> _ = env.rand_step(env.reset())  # a first step through env.step's checks
             >>> batch = BufferedRollout.of(env).allocate(3)
             >>> batch["action"] = env.action_spec.rand(torch.Size([3])).transpose(0, 1)
             >>> env.buffered_stepper(batch) is not None

@@ -23,14 +23,13 @@ import numpy as np
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs_core.extension import steps_checked
 from rl_specs import Composite, MultiOneHot, NonTensor, OneHot
 
 if TYPE_CHECKING:
     from rl_env_adapters._gym._wrapper import GymWrapper
 
 __all__ = ["GymStepper", "gym_stepper"]
-
-# Any in this module: gym envs, actions and observations are library-defined.
 
 #: methods of the step/reset template a subclass may override: then it declines.
 _TEMPLATE = (
@@ -61,7 +60,8 @@ def _plain(env: GymWrapper, base: type) -> bool:
 def gym_stepper(env: GymWrapper, base: type, batch: TensorDictBase) -> GymStepper | None:
     """A :class:`GymStepper` for ``env`` and ``batch``, or ``None`` when ``env`` is not plain."""
     if (
-        env._batched
+        not steps_checked(env)  # the first step goes through env.step's checks
+        or env._batched
         or env.wrapper_frame_skip != 1
         or env.info_dict_reader
         or not env._convert_actions_to_numpy

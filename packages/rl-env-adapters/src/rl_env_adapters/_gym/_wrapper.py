@@ -303,13 +303,15 @@ class GymWrapper(GymLikeEnv):
         The fast path of the collectors and ``rollout``: see
         ``rl_envs_core.extension.SupportsBufferedSteps``. A single env with a ``Box``
         observation and no info reader, frame skip or overridden step method gets a
-        stepper; anything else gets ``None`` (the general path).
+        stepper once a first step went through ``env.step``'s checks; anything else
+        gets ``None`` (the general path).
 
         Examples:
             >>> import torch
             >>> from rl_env_adapters import GymEnv
             >>> from rl_envs_core.extension import BufferedRollout
             >>> env = GymEnv("CartPole-v1")
+            >>> _ = env.rand_step(env.reset())  # a first step through env.step's checks
             >>> engine = BufferedRollout.of(env)
             >>> batch = engine.allocate(3)
             >>> batch["action"] = env.action_spec.rand(torch.Size([3]))
