@@ -124,3 +124,48 @@ def test_worker_batches_are_written_into_shared_memory_in_place():
         ids = batch["collector", "traj_ids"].reshape(-1, batch.shape[-1])
         rows = [set(row.tolist()) for row in ids]  # one row per env, all workers
         assert all(not (a & b) for i, a in enumerate(rows) for b in rows[i + 1 :])
+
+
+@pytest.mark.parametrize("cls", ["SerialEnv", "ParallelEnv"])
+def test_batched_envs_step_in_place_through_their_sub_envs(cls):
+    import rl_batched_envs
+
+    batched = getattr(rl_batched_envs, cls)
+    fast = batched(3, partial(BufferedCountingEnv, max_steps=4))
+    slow = batched(3, partial(CountingEnv, max_steps=4))
+    got = _collect(fast, frames_per_batch=30)
+    want = _collect(slow, frames_per_batch=30)
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b)
+    assert fast.buffered_batches == [3, 3, 3]  # every sub-env, every batch after the first
+    fast.close()
+    slow.close()
+
+
+@pytest.mark.parametrize("cls", ["SerialEnv", "ParallelEnv"])
+def test_batched_env_rollouts_step_in_place_too(cls):
+    import rl_batched_envs
+
+    batched = getattr(rl_batched_envs, cls)
+    results = []
+    for make in (BufferedCountingEnv, CountingEnv):
+        env = batched(2, partial(make, max_steps=3))
+        torch.manual_seed(0)
+        env.rollout(2, break_when_any_done=False)
+        results.append(env.rollout(8, break_when_any_done=False))
+        if make is BufferedCountingEnv:
+            assert env.buffered_batches == [1, 1]
+        env.close()
+    assert_same(*results)
+
+
+def test_a_batched_env_with_one_declining_sub_env_takes_the_general_path():
+    from rl_batched_envs import SerialEnv
+
+    env = SerialEnv(2, [partial(BufferedCountingEnv, max_steps=3), CountingEnv])
+    got = _collect(env, frames_per_batch=12)
+    want = _collect(
+        SerialEnv(2, [partial(CountingEnv, max_steps=3), CountingEnv]), frames_per_batch=12
+    )
+    for a, b in zip(got, want, strict=True):
+        assert_same(a, b)
