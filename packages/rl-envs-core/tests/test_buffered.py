@@ -144,3 +144,16 @@ def test_run_writes_resets_over_the_carried_root():
     assert batch["next", "observation"][0].squeeze(-1).tolist() == [1, 2, 1, 2, 1]
     assert not bool(batch["done"].any())
     assert following["observation"].squeeze(-1).tolist() == [1, 1]
+
+
+def test_an_engine_built_before_a_spec_change_steps_nothing():
+    env = BufferedCountingEnv(batch_size=(2,))
+    env.rollout(1, break_when_any_done=False)
+    engine = BufferedRollout.cached(env)
+    assert engine is BufferedRollout.cached(env)  # kept while the specs stay
+    env.observation_spec = env.observation_spec.clone()  # a new version of the specs
+    assert not engine.current
+    batch = engine.allocate(3)
+    assert engine.run(env.reset(), batch) is None
+    assert env.buffered_batches == 0
+    assert BufferedRollout.cached(env) is not engine

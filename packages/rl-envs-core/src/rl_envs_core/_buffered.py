@@ -98,7 +98,7 @@ class BufferedRollout:
 
     def __init__(self, env: EnvBase) -> None:
         self.env = env
-        cache = env._key_cache()
+        cache = self._keys = env._key_cache()
         self.dim = len(env.batch_size)
         self.observation_leaves = list(cache["observation_leaves"])
         self.reward_leaves = list(cache["reward_leaves"])
@@ -107,6 +107,22 @@ class BufferedRollout:
         self.done_leaves = sorted(self.root_done_leaves, key=lambda kv: _DONE_ORDER[kv[0]])
         self.action_leaves = list(cache["action_leaves"])
         self.carried = [k for k, _ in self.observation_leaves] + [k for k, _ in self.done_leaves]
+
+    @classmethod
+    def cached(cls, env: EnvBase) -> BufferedRollout | None:
+        """:meth:`of`, computed once per version of ``env``'s specs (kept on the env)."""
+        keys = env._key_cache()  # a new dict whenever a spec is set
+        cached = env.__dict__.get("_buffered_rollout")
+        if cached is not None and cached[0] is keys:
+            return cached[1]
+        engine = cls.of(env)
+        env.__dict__["_buffered_rollout"] = (keys, engine)
+        return engine
+
+    @property
+    def current(self) -> bool:
+        """Whether the env's specs are still those this engine was built for."""
+        return self.env._key_cache() is self._keys
 
     @classmethod
     def of(cls, env: EnvBase) -> BufferedRollout | None:
@@ -229,6 +245,8 @@ class BufferedRollout:
             was stepped).
         """
         env = self.env
+        if not self.current:
+            return None  # the specs changed: the caller builds a new engine
         carry_values = {}
         for key in self.carried:
             value = carry.get(key, None)

@@ -147,24 +147,17 @@ _BATCHED_DRAW_EXACT = frozenset(
 
 
 def _engine(env: EnvBase) -> BufferedRollout | None:
-    """The env's in-place rollout engine (cached per version of the specs), or ``None``."""
+    """The env's in-place engine, when a batch of random draws equals per-step draws."""
+    engine = BufferedRollout.cached(env)
+    if engine is None:
+        return None
     keys = env._key_cache()
-    cached = env.__dict__.get("_buffered_engine")
-    if cached is not None and cached[0] is keys:
-        return cached[1]
-    engine = BufferedRollout.of(env)
-    if engine is not None:
-        leaves = keys["action_leaves"]
-        if len(leaves) != 1 or not keys["action_leafwise"]:
-            engine = None
-        else:
-            leaf = leaves[0][1]
-            if (
-                type(leaf).__name__ not in _BATCHED_DRAW_EXACT
-                or getattr(leaf, "mask", None) is not None
-            ):
-                engine = None
-    env.__dict__["_buffered_engine"] = (keys, engine)
+    leaves = keys["action_leaves"]
+    if len(leaves) != 1 or not keys["action_leafwise"]:
+        return None
+    leaf = leaves[0][1]
+    if type(leaf).__name__ not in _BATCHED_DRAW_EXACT or getattr(leaf, "mask", None) is not None:
+        return None
     return engine
 
 

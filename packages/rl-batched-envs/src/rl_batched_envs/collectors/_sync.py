@@ -238,7 +238,6 @@ class SyncDataCollector(DataCollectorBase):
         self._closed = False
         self._done_key: NestedKey | None = "done" if "done" in env.done_keys else None
         self._truncated_key = "truncated" if "truncated" in env.done_keys else None
-        self._engine: BufferedRollout | None = BufferedRollout.of(env)
 
     # ------------------------------------------------------------------ trajectories
     def _set_traj_ids(self, offset: int, stride: int) -> None:
@@ -345,7 +344,7 @@ class SyncDataCollector(DataCollectorBase):
         if random != self._last_random:  # the policy may write more entries than a draw
             rec.root_keys = None
             self._last_random = random
-        if random and self._engine is not None:
+        if random:
             batch = self._buffered_batch(carry, out)
             if batch is not None:
                 return self._complete(batch)
@@ -422,8 +421,10 @@ class SyncDataCollector(DataCollectorBase):
         when an option needs the general path (``max_frames_per_traj``, no
         ``"done"`` entry) or the env declines; nothing was stepped then.
         """
-        engine = self._engine
-        if engine is None or self.max_frames_per_traj is not None or self._done_key != "done":
+        if self.max_frames_per_traj is not None or self._done_key != "done":
+            return None
+        engine = BufferedRollout.cached(self.env)
+        if engine is None:
             return None
         steps, dim = self._steps, len(self.env.batch_size)
         if out is not None:
