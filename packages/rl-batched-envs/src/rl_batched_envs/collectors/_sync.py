@@ -1,6 +1,13 @@
 """``SyncDataCollector``: batches of TED data from one env, collected in this process.
 
-The speed design: each step only calls the policy (or writes a view of a batch of
+Random batches (``policy=None`` or the first ``init_random_frames``) of an env with
+a ``buffered_stepper`` (gym, EnvPool, ``SerialEnv`` / ``ParallelEnv`` of those) are
+written in place: the batch is preallocated from the specs, every action drawn at
+once, the env's stepper writes each step into the batch, the roots are filled by
+one copy per entry and the trajectory ids come from the done flags (see
+``rl_envs_core.extension.BufferedRollout``). Otherwise, the general path below.
+
+The general path: each step only calls the policy (or writes a view of a batch of
 random draws), steps the env with ``step_and_maybe_reset`` (batched envs reset
 their done sub-envs in the same call, all at once) and appends the step's tensors
 to one list per entry. At the end of a batch every entry is stacked straight into
