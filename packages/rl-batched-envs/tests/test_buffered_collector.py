@@ -169,3 +169,16 @@ def test_a_batched_env_with_one_declining_sub_env_takes_the_general_path():
     )
     for a, b in zip(got, want, strict=True):
         assert_same(a, b)
+
+
+def test_a_restarted_parallel_env_shares_its_in_place_batch_again():
+    from rl_batched_envs import ParallelEnv
+
+    env = ParallelEnv(2, partial(BufferedCountingEnv, max_steps=3))
+    first = _collect(env, n_batches=2, frames_per_batch=12)
+    env.close()
+    env.start()
+    again = _collect(env, n_batches=2, frames_per_batch=12)
+    assert again[1]["next", "observation"].shape == first[1]["next", "observation"].shape
+    assert env.buffered_batches == [1, 1]  # the new workers stepped in place too
+    env.close()

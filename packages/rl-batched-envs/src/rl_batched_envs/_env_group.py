@@ -300,7 +300,8 @@ class EnvGroup:
 
     def prepare_fill(self) -> bool:
         """Make every sub-env's stepper for the attached rows; ``False`` if one declines."""
-        return self._fill.prepare()
+        fill = getattr(self, "_fill", None)
+        return fill is not None and fill.prepare()
 
     def fill_batch(self, reset_last: bool) -> tuple | None:
         """Step every sub-env through the attached rows; the resets made (batch indices)."""

@@ -176,6 +176,7 @@ class ParallelEnv(BatchedEnvBase):
             num_threads=self._num_sub_threads,
         )
         state["_pool"] = pool
+        state["_fill_shared"] = None  # new workers: the in-place batch is shared again
         replies = self._guard(pool.recv, state["_all"], "start")
         return [meta for r in replies for meta in pickle.loads(r)]
 
