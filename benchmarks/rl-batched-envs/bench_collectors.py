@@ -1,7 +1,8 @@
 """Collector frames/s on CartPole: ours vs TorchRL 0.14 vs the raw simulator loops and floors.
 
 Every workload builds a collector with ``total_frames=-1`` and a random policy
-(``policy=None``) and times one batch (``next(iter(collector))``), written once
+(``policy=None``; the rows "with a trivial policy": a ``TensorDictModule`` picking
+the one-hot action from the sign of the pole angle) and times one batch (``next(iter(collector))``), written once
 against the documented API (``Collector`` is the name both libraries export):
 
 * ``Collector(GymEnv)``: one ``GymEnv("CartPole-v1")``, batches of 1000 frames. Raw
@@ -75,6 +76,51 @@ def gym_collector(ctx: Context):
     env = ctx.lib.envs.GymEnv(ENV_ID)
     env.set_seed(0)
     collector = _collectors(ctx).Collector(env, None, frames_per_batch=SINGLE, total_frames=-1)
+    _track(collector, env)
+    return _batches(collector)
+
+
+class _Trivial:
+    """The trivial policy: action 0 or 1 from the sign of the pole angle, one-hot."""
+
+    def __init__(self, dtype):
+        import torch
+
+        self.torch, self.dtype = torch, dtype
+
+    def __call__(self, observation):
+        index = (observation[..., 2] > 0).long()
+        return self.torch.nn.functional.one_hot(index, 2).to(self.dtype)
+
+
+def _trivial_policy(env):
+    """A ``TensorDictModule`` reading ``"observation"`` and writing ``"action"``."""
+    from tensordict.nn import TensorDictModule
+
+    return TensorDictModule(
+        _Trivial(env.action_spec.dtype), in_keys=["observation"], out_keys=["action"]
+    )
+
+
+def gym_collector_policy(ctx: Context):
+    env = ctx.lib.envs.GymEnv(ENV_ID)
+    env.set_seed(0)
+    collector = _collectors(ctx).Collector(
+        env, _trivial_policy(env), frames_per_batch=SINGLE, total_frames=-1
+    )
+    _track(collector, env)
+    return _batches(collector)
+
+
+def envpool_collector_policy(ctx: Context):
+    if ctx.name == "torchrl" and "gym" not in sys.modules:
+        import gymnasium
+
+        sys.modules["gym"] = gymnasium
+    env = ctx.lib.envs.MultiThreadedEnv(32, ENV_ID, create_env_kwargs={"seed": 0})
+    collector = _collectors(ctx).Collector(
+        env, _trivial_policy(env), frames_per_batch=32 * STEPS, total_frames=-1
+    )
     _track(collector, env)
     return _batches(collector)
 
@@ -378,6 +424,27 @@ WORKLOADS = [
             "floor": gym_floor,
         },
         SINGLE,
+    ),
+    _workload(
+        f"Collector(GymEnv('{ENV_ID}'), frames_per_batch={SINGLE}) with a trivial policy",
+        {
+            "rl_stack": gym_collector_policy,
+            "torchrl": gym_collector_policy,
+            "floor": gym_floor,
+            "gymnasium": raw_gymnasium_loop,
+        },
+        SINGLE,
+    ),
+    _workload(
+        f"Collector(MultiThreadedEnv(32, '{ENV_ID}'), frames_per_batch={32 * STEPS})"
+        " with a trivial policy",
+        {
+            "rl_stack": envpool_collector_policy,
+            "torchrl": envpool_collector_policy,
+            "floor": envpool_floor,
+            "envpool": raw_envpool_loop,
+        },
+        32 * STEPS,
     ),
     _workload(
         f"Collector(MultiThreadedEnv(32, '{ENV_ID}'), frames_per_batch={32 * STEPS})",

@@ -32,7 +32,13 @@ from tensordict import NestedKey, TensorDict, TensorDictBase
 if TYPE_CHECKING:
     from rl_envs_core._env_base import EnvBase
 
-__all__ = ["BufferedRollout", "BufferedStepper", "SupportsBufferedSteps"]
+__all__ = [
+    "BufferedRollout",
+    "BufferedStepper",
+    "StepByStep",
+    "SupportsBufferedSteps",
+    "stepwise",
+]
 
 _DONE_ORDER = {"terminated": 0, "truncated": 1, "done": 2}
 
@@ -64,6 +70,19 @@ class BufferedStepper(Protocol):
             from ``values`` are ``False``.
         """
         ...
+
+
+def stepwise(stepper: Any) -> bool:  # Any: a BufferedStepper
+    """Whether ``stepper`` also has the per-step mode: a ``step(t)`` method.
+
+    ``step(t)`` steps every env once with the actions written at ``[..., t]`` when it
+    is called (a policy writes them just before), writes step ``t``'s ``"next"``
+    entries and resets the envs that finished (always: the next root is needed).
+    It returns the resets as :meth:`BufferedStepper.fill` does, every step index
+    being ``t``. A stepper without it serves only batches whose actions are known
+    in advance.
+    """
+    return callable(getattr(stepper, "step", None))
 
 
 @runtime_checkable
@@ -208,7 +227,7 @@ class BufferedRollout:
                 value = torch.as_tensor(value).to(root.dtype).reshape(
                     len(steps), *root.shape[self.dim + 1 :]
                 )
-            nxt = following[key]
+            nxt = following.get(key)  # only read for a reset after the last step
             if envs is None:
                 root[rows] = value[inside]
                 if not bool(inside.all()):
@@ -218,6 +237,37 @@ class BufferedRollout:
             flat[envs[inside], rows] = value[inside]
             if not bool(inside.all()):
                 nxt.view(n, *nxt.shape[self.dim :])[envs[~inside]] = value[~inside]
+
+    def _prepare(
+        self, carry: TensorDictBase, batch: TensorDictBase
+    ) -> tuple[Any, dict] | None:  # Any: the stepper
+        """The env's stepper for ``batch`` and ``carry``'s carried values, or ``None``."""
+        if not self.current:
+            return None  # the specs changed: the caller builds a new engine
+        carry_values = {}
+        for key in self.carried:
+            value = carry.get(key, None)
+            if value is None:
+                return None
+            carry_values[key] = value
+        skipped = set(self.reward_keys) | {"next", *(_as_tuple(k)[0] for k in self.action_keys)}
+        if any(k not in carry_values and k not in skipped for k in carry.keys()):
+            return None  # entries the steps would not carry on
+        stepper = self.env.buffered_stepper(batch)
+        if stepper is None:
+            return None
+        return stepper, carry_values
+
+    def start(self, carry: TensorDictBase, batch: TensorDictBase) -> StepByStep | None:
+        """Step ``batch`` one step at a time (a policy acts between steps), or ``None``.
+
+        ``None`` when :meth:`run` would decline or the env's stepper has no per-step
+        mode (see :func:`stepwise`); nothing was stepped then.
+        """
+        prepared = self._prepare(carry, batch)
+        if prepared is None or not stepwise(prepared[0]):
+            return None
+        return StepByStep(self, batch, *prepared)
 
     def run(
         self,
@@ -245,20 +295,10 @@ class BufferedRollout:
             was stepped).
         """
         env = self.env
-        if not self.current:
-            return None  # the specs changed: the caller builds a new engine
-        carry_values = {}
-        for key in self.carried:
-            value = carry.get(key, None)
-            if value is None:
-                return None
-            carry_values[key] = value
-        skipped = set(self.reward_keys) | {"next", *(_as_tuple(k)[0] for k in self.action_keys)}
-        if any(k not in carry_values and k not in skipped for k in carry.keys()):
-            return None  # entries the steps would not carry on
-        stepper = env.buffered_stepper(batch)
-        if stepper is None:
+        prepared = self._prepare(carry, batch)
+        if prepared is None:
             return None
+        stepper, carry_values = prepared
         resets = stepper.fill(reset_last)
         dim, steps = self.dim, batch.batch_size[self.dim]
         last = steps - 1
@@ -273,6 +313,49 @@ class BufferedRollout:
         if resets is not None:
             self._write_resets(batch, following, resets, last)
         return TensorDict(following, batch_size=env.batch_size, device=carry.device)
+
+
+class StepByStep:
+    """One batch stepped one step at a time: the root of ``t`` is written before step ``t``.
+
+    Built by :meth:`BufferedRollout.start`. ``roots[t]`` holds the root entries of
+    step ``t`` (views of the batch) once the steps before ran: the first from the
+    carry, the others from the previous step's ``"next"`` or the reset values.
+    :meth:`step` steps once; after the last step :meth:`following` is the next root.
+    """
+
+    def __init__(
+        self, engine: BufferedRollout, batch: TensorDictBase, stepper: Any, carry: dict
+    ) -> None:  # Any: a BufferedStepper with a step method
+        dim = engine.dim
+        self.engine, self.batch, self._step = engine, batch, stepper.step
+        self.steps = batch.batch_size[dim]
+        nxt = batch.get("next")
+        #: per carried key: the T root views and the T "next" views
+        self._pairs = [
+            (batch.get(key).unbind(dim), nxt.get(key).unbind(dim)) for key in engine.carried
+        ]
+        for key, (roots, _) in zip(engine.carried, self._pairs):
+            roots[0].copy_(carry[key])
+        self._following: dict = {}
+
+    def step(self, t: int) -> None:
+        """Step ``t`` (its actions written): its ``"next"``, then the root of ``t + 1``."""
+        resets = self._step(t)
+        last = self.steps - 1
+        if t < last:
+            for roots, nexts in self._pairs:
+                roots[t + 1].copy_(nexts[t])
+        else:
+            self._following = {
+                key: nexts[t].clone() for key, (_, nexts) in zip(self.engine.carried, self._pairs)
+            }
+        if resets is not None:
+            self.engine._write_resets(self.batch, self._following, resets, last)
+
+    def following(self, device: torch.device | None = None) -> TensorDictBase:
+        """The root after the last step (the finished envs reset)."""
+        return TensorDict(self._following, batch_size=self.engine.env.batch_size, device=device)
 
 
 def _as_index(value: Any) -> torch.Tensor:  # Any: a tensor, an array or a list of ints

@@ -24,8 +24,10 @@ rl-envs-core beyond ``rl_envs_core.__all__``:
   an adapter implements to write its backend's arrays straight into a batch's
   tensors), :class:`BufferedStepper` (what it returns) and
   :class:`BufferedRollout` (the engine that allocates the batch from the specs,
-  runs the stepper and fills the root entries), :func:`steps_checked` (whether a
-  stepper may skip the checks of ``env.step``);
+  runs the stepper and fills the root entries; :meth:`BufferedRollout.start` gives a
+  :class:`StepByStep` run, one step at a time, for a policy acting between steps),
+  :func:`stepwise` (whether a stepper has that per-step mode), :func:`steps_checked`
+  (whether a stepper may skip the checks of ``env.step``);
 - **registry filled by a higher package**: :func:`register_transformed_env_factory`
   (behind ``EnvBase.append_transform``).
 
@@ -49,7 +51,13 @@ from tensordict import NestedKey, TensorDictBase
 
 from rl_envs_core import _done
 from rl_envs_core._auto_reset import AutoResetHandler, CarryOverAutoReset
-from rl_envs_core._buffered import BufferedRollout, BufferedStepper, SupportsBufferedSteps
+from rl_envs_core._buffered import (
+    BufferedRollout,
+    BufferedStepper,
+    StepByStep,
+    SupportsBufferedSteps,
+    stepwise,
+)
 from rl_envs_core._spec_views import done_dual, install_stacked_specs
 from rl_envs_core._td import any_true, entries, get_entry, new_unchecked, set_child, set_entry
 from rl_envs_core._transform_hook import register_transformed_env_factory
@@ -62,6 +70,7 @@ __all__ = [
     "BufferedRollout",
     "BufferedStepper",
     "CarryOverAutoReset",
+    "StepByStep",
     "SupportsBufferedSteps",
     "advance_root",
     "any_true",
@@ -77,6 +86,7 @@ __all__ = [
     "set_child",
     "set_entry",
     "steps_checked",
+    "stepwise",
 ]
 
 

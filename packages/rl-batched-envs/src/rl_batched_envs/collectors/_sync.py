@@ -33,6 +33,7 @@ from rl_batched_envs.collectors._base import (
     check_total_frames,
     round_frames,
 )
+from rl_batched_envs.collectors._in_place import PolicyOnViews
 from rl_batched_envs.collectors._policy import (
     RandomDraws,
     as_td_policy,
@@ -243,6 +244,7 @@ class SyncDataCollector(DataCollectorBase):
         self._reset_keys: set = set()
         self._step_count: torch.Tensor | None = None
         self._closed = False
+        self._on_views: PolicyOnViews | None = None
         self._done_key: NestedKey | None = "done" if "done" in env.done_keys else None
         self._truncated_key = "truncated" if "truncated" in env.done_keys else None
 
@@ -332,8 +334,12 @@ class SyncDataCollector(DataCollectorBase):
             for key in self.env.action_keys:
                 set_entry(carry, key, out.get(key))
 
+    @torch.no_grad()
     def rollout(self, out: TensorDictBase | None = None) -> TensorDictBase:
         """Collect one batch (``out``: a preallocated batch to stack into).
+
+        The policy runs without autograd (``torch.no_grad``), as in TorchRL: the
+        batch holds no graph.
 
         Returns:
             the batch, ``[*env.batch_size, time]``.
@@ -351,10 +357,9 @@ class SyncDataCollector(DataCollectorBase):
         if random != self._last_random:  # the policy may write more entries than a draw
             rec.root_keys = None
             self._last_random = random
-        if random:
-            batch = self._buffered_batch(carry, out)
-            if batch is not None:
-                return self._complete(batch)
+        batch = self._buffered_batch(carry, out) if random else self._policy_batch(carry, out)
+        if batch is not None:
+            return self._complete(batch)
         generic = type(env).step_and_maybe_reset is EnvBase.step_and_maybe_reset
         step, env_step, maybe_reset = env.step_and_maybe_reset, env.step, env.maybe_reset
         plain_step, next_of = type(env).step is EnvBase.step, env.next_of
@@ -407,7 +412,10 @@ class SyncDataCollector(DataCollectorBase):
                         if truncating:
                             self._step_count[done] = 0
         self._carry, self._traj_ids = carry, ids
-        return self._complete(rec.finish(out, TRAJ_KEY if track else None))
+        batch = rec.finish(out, TRAJ_KEY if track else None)
+        if not random and self._on_views is not None:
+            self._on_views.learn(batch)
+        return self._complete(batch)
 
     def _complete(self, batch: TensorDictBase) -> TensorDictBase:
         if self.set_truncated:
@@ -447,6 +455,53 @@ class SyncDataCollector(DataCollectorBase):
         if following is None:
             return None
         self._carry = following
+        if self.track_traj_ids:
+            ids = self._ids_of(batch.get(("next", "done")))
+            if out is not None:
+                out.get(TRAJ_KEY).copy_(ids)
+            else:
+                batch.set(TRAJ_KEY, ids)
+        return batch
+
+    def _policy_batch(
+        self, carry: TensorDictBase, out: TensorDictBase | None
+    ) -> TensorDictBase | None:
+        """The batch of policy steps written in place, or ``None`` (general path).
+
+        The env steps one step at a time through its stepper's per-step mode
+        (``BufferedRollout.start``); before each step the policy is called on views
+        of the step's root entries and its outputs are copied into the batch (see
+        ``_in_place.PolicyOnViews``). ``None`` until a batch of the general path
+        showed what the policy writes, and whenever an option, the policy or the
+        env needs the general path; nothing was stepped then.
+        """
+        if self.max_frames_per_traj is not None or self._done_key != "done":
+            return None
+        if self.policy_device is not None and self.policy_device.type != "cpu":
+            return None
+        engine = BufferedRollout.cached(self.env)
+        if engine is None:
+            return None
+        plan = self._on_views
+        if plan is None or plan.carried != engine.carried:
+            plan = self._on_views = PolicyOnViews(self.env, self.policy, engine.carried)
+        if not plan.ready:
+            return None
+        steps = self._steps
+        if out is not None:
+            if not (engine.fits(out, steps) and plan.fits(out)):
+                return None
+            batch = out
+        else:
+            batch = engine.allocate(steps)
+            plan.allocate(batch)
+        carry = carry.exclude(*plan.outputs)  # the policy's entries of a previous step
+        run = engine.start(carry, batch)
+        if run is None:
+            return None
+        with set_exploration_type(self.exploration_type):
+            plan.collect(run, batch, steps)
+        self._carry = run.following(carry.device)
         if self.track_traj_ids:
             ids = self._ids_of(batch.get(("next", "done")))
             if out is not None:

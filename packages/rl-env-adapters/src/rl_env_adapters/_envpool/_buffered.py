@@ -73,8 +73,8 @@ class PoolStepper:
     """
 
     def __init__(self, env: MultiThreadedEnvWrapper, batch: TensorDictBase, key: str) -> None:
-        actions = np.asarray(env._write_action(batch.get("action")))  # [num_envs, T, ...]
-        self._actions = np.ascontiguousarray(np.moveaxis(actions, 1, 0))  # [T, num_envs, ...]
+        self._write_action = env._write_action
+        self._action = batch.get("action")  # read when the steps run: fill or step
         nxt = batch.get("next")
         self._key = key
         self._obs = nxt.get(key).numpy()
@@ -98,7 +98,9 @@ class PoolStepper:
         any one env made.
         """
         n, steps = self._n, self._steps
-        pool, actions = self._pool, self._actions
+        actions = np.asarray(self._write_action(self._action))  # [num_envs, T, ...]
+        actions = np.ascontiguousarray(np.moveaxis(actions, 1, 0))  # [T, num_envs, ...]
+        pool = self._pool
         obs_out, rewards = self._obs, self._reward
         te_out, tr_out, done_out = self._flags
         self._resets.before_step()  # a reset sent before this batch is received first
@@ -151,4 +153,34 @@ class PoolStepper:
             torch.from_numpy(np.concatenate(reset_steps)),
             torch.from_numpy(np.concatenate(reset_envs).astype(np.int64)),
             {self._key: torch.as_tensor(np.concatenate(firsts))},
+        )
+
+    def step(self, t: int) -> tuple | None:
+        """Step every env once with the actions at ``t``; reset the envs that finished.
+
+        The per-step mode (``BufferedStepper.step``): the actions are read now, so a
+        policy may write them just before. The finished envs are reset at once, as
+        the general path resets them after a step. Returns the resets, as
+        :meth:`fill` does.
+        """
+        self._resets.before_step()
+        actions = np.asarray(self._write_action(self._action[:, t]))
+        obs, reward, terminated, truncated, _ = self._pool.step(actions)
+        self._obs[:, t] = obs
+        self._reward[:, t] = reward
+        te_out, tr_out, done_out = self._flags
+        te_out[:, t] = terminated
+        tr_out[:, t] = truncated
+        done = terminated | truncated
+        done_out[:, t] = done
+        if not done.any():
+            return None
+        self._resets.after_step(done.copy())
+        values = self._resets.reset(done)
+        value = values[self._key] if isinstance(values, dict) else values
+        envs = np.flatnonzero(done)
+        return (
+            torch.full((len(envs),), t, dtype=torch.long),
+            torch.from_numpy(envs.astype(np.int64)),
+            {self._key: torch.as_tensor(np.asarray(value)[envs])},
         )

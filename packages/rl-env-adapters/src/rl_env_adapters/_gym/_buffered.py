@@ -99,8 +99,8 @@ class GymStepper:
     """
 
     def __init__(self, env: GymWrapper, batch: TensorDictBase) -> None:
-        actions = env._write_action(batch.get("action"))  # the whole block at once
-        self._actions = actions if isinstance(actions, np.ndarray) else np.asarray(actions)
+        self._write_action = env._write_action
+        self._action = batch.get("action")  # read when the steps run: fill or step
         nxt = batch.get("next")
         self._obs = nxt.get("observation").numpy()
         self._reward = nxt.get("reward").numpy().reshape(len(self._obs), -1)
@@ -116,35 +116,59 @@ class GymStepper:
 
     def fill(self, reset_last: bool = True) -> tuple | None:
         """Step the env once per action, writing each step; reset it when it finishes."""
-        step, normalise = self._step, self._normalise
-        out, rewards, shape = self._obs, self._reward, self._shape
-        te, tr, dn = self._flags
-        last = len(out) - 1
+        actions = self._write_action(self._action)  # the whole block at once
+        actions = actions if isinstance(actions, np.ndarray) else np.asarray(actions)
+        last = len(self._obs) - 1
         steps, firsts = [], []
-        for t, action in enumerate(self._actions):
-            obs, reward, terminated, truncated, done, _ = normalise(step(action))
-            if done is not None:  # a legacy 4-value step: done alone, read as terminated
-                terminated, truncated = done, False
-            terminated, truncated = bool(terminated), bool(truncated)
-            try:
-                out[t] = obs
-            except ValueError:
-                out[t] = np.asarray(obs).reshape(shape)
-            try:
-                rewards[t] = reward
-            except (TypeError, ValueError) as err:
-                raise ValueError(
-                    f"The gym env's step returned reward={reward!r} ({type(reward).__name__}); "
-                    f"an unbatched env's 'reward' must be one number (float or numpy scalar), "
-                    f"stored with shape (1,). Return a scalar reward from step(), or wrap the "
-                    f"env with a gymnasium.Wrapper that does."
-                ) from err
-            ended = terminated or truncated
-            te[t], tr[t], dn[t] = terminated, truncated, ended
-            if ended and (reset_last or t < last):
-                first, _ = self._normalise_reset(self._reset())
+        for t, action in enumerate(actions):
+            first = self._one(t, action, reset_last or t < last)
+            if first is not None:
                 steps.append(t)
-                firsts.append(np.asarray(first).reshape(shape))
+                firsts.append(first)
         if not steps:
             return None
         return torch.tensor(steps), None, {"observation": torch.from_numpy(np.stack(firsts))}
+
+    def step(self, t: int) -> tuple | None:
+        """Step once with the action at ``t``; write step ``t``; reset if the episode ended.
+
+        The per-step mode (``BufferedStepper.step``): the action is read now, so a
+        policy may write it just before. Returns the reset made, as :meth:`fill` does.
+        """
+        action = self._write_action(self._action[t])
+        first = self._one(t, action, True)
+        if first is None:
+            return None
+        return (
+            torch.tensor([t]),
+            None,
+            {"observation": torch.from_numpy(first).unsqueeze(0)},
+        )
+
+    def _one(self, t: int, action: np.ndarray, may_reset: bool) -> np.ndarray | None:
+        """Step ``t``: write it; the first observation of a new episode if it reset."""
+        out, rewards, shape = self._obs, self._reward, self._shape
+        te, tr, dn = self._flags
+        obs, reward, terminated, truncated, done, _ = self._normalise(self._step(action))
+        if done is not None:  # a legacy 4-value step: done alone, read as terminated
+            terminated, truncated = done, False
+        terminated, truncated = bool(terminated), bool(truncated)
+        try:
+            out[t] = obs
+        except ValueError:
+            out[t] = np.asarray(obs).reshape(shape)
+        try:
+            rewards[t] = reward
+        except (TypeError, ValueError) as err:
+            raise ValueError(
+                f"The gym env's step returned reward={reward!r} ({type(reward).__name__}); "
+                f"an unbatched env's 'reward' must be one number (float or numpy scalar), "
+                f"stored with shape (1,). Return a scalar reward from step(), or wrap the "
+                f"env with a gymnasium.Wrapper that does."
+            ) from err
+        ended = terminated or truncated
+        te[t], tr[t], dn[t] = terminated, truncated, ended
+        if ended and may_reset:
+            first, _ = self._normalise_reset(self._reset())
+            return np.asarray(first).reshape(shape)
+        return None
