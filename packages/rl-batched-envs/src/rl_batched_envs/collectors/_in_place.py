@@ -103,8 +103,10 @@ class PolicyOnViews:
             for k in batch.keys(True, True)
             if (k if isinstance(k, str) else k[0]) not in ("next", "collector")
         }
-        if root != set(self.carried) | set(self.outputs):
-            self.kind = None
+        expected = set(self.carried) | set(self.outputs)
+        heads = {k if isinstance(k, str) else k[0] for k in expected}
+        if root != expected or set(batch.keys()) - {"next", "collector"} != heads:
+            self.kind = None  # (the leaves leave non-tensor entries out: the heads show them)
             return
         layout = {}
         for key in self.outputs:
