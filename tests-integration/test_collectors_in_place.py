@@ -200,3 +200,17 @@ def test_a_policy_changing_its_output_shape_in_place_gets_a_clear_error():
     with pytest.raises(ValueError, match="'logits' with shape"):
         next(it)
     collector.shutdown()
+
+
+@pytest.mark.parametrize("batched", [SerialEnv, ParallelEnv], ids=["serial", "parallel"])
+def test_batched_gym_collectors_with_a_policy_equal_the_general_path(batched):
+    # SerialEnv steps its sub-envs' steppers one step at a time; ParallelEnv keeps
+    # the general path with a policy (its workers fill whole batches only)
+    got, in_place = _policy_batches(
+        _seeded(batched(3, partial(GymEnv, "CartPole-v1"))), _module, 120
+    )
+    want, _ = _policy_batches(
+        _seeded(batched(3, partial(GeneralGymEnv, "CartPole-v1"))), _module, 120
+    )
+    assert in_place
+    _assert_same(got, want)

@@ -81,25 +81,26 @@ def gym_collector(ctx: Context):
 
 
 class _Trivial:
-    """The trivial policy: action 0 or 1 from the sign of the pole angle, one-hot."""
+    """The trivial policy: action 0 or 1 from the sign of the pole angle (one-hot or index)."""
 
-    def __init__(self, dtype):
+    def __init__(self, spec):
         import torch
 
-        self.torch, self.dtype = torch, dtype
+        self.torch, self.dtype = torch, spec.dtype
+        self.one_hot = "OneHot" in type(spec).__name__
 
     def __call__(self, observation):
         index = (observation[..., 2] > 0).long()
-        return self.torch.nn.functional.one_hot(index, 2).to(self.dtype)
+        if self.one_hot:
+            return self.torch.nn.functional.one_hot(index, 2).to(self.dtype)
+        return index.to(self.dtype)
 
 
 def _trivial_policy(env):
     """A ``TensorDictModule`` reading ``"observation"`` and writing ``"action"``."""
     from tensordict.nn import TensorDictModule
 
-    return TensorDictModule(
-        _Trivial(env.action_spec.dtype), in_keys=["observation"], out_keys=["action"]
-    )
+    return TensorDictModule(_Trivial(env.action_spec), in_keys=["observation"], out_keys=["action"])
 
 
 def gym_collector_policy(ctx: Context):

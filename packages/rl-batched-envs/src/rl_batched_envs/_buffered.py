@@ -88,6 +88,23 @@ class GroupFill:
         self.steppers = []
         return merge_resets(parts)
 
+    def stepwise(self) -> bool:
+        """Whether every prepared stepper has the per-step mode (a ``step(t)`` method)."""
+        return bool(self.steppers) and all(
+            callable(getattr(s, "step", None)) for s in self.steppers
+        )
+
+    def step(self, t: int) -> tuple | None:
+        """Step every sub-env once (the per-step mode); the resets made, with batch indices."""
+        parts = []
+        for j, stepper in enumerate(self.steppers):
+            resets = stepper.step(t)
+            if resets is not None:
+                steps, _, values = resets
+                steps = torch.as_tensor(steps, dtype=torch.long)
+                parts.append((steps, torch.full_like(steps, self.offset + j), values))
+        return merge_resets(parts)
+
 
 def merge_resets(parts: Sequence[tuple]) -> tuple | None:
     """One ``(steps, envs, values)`` record out of several (``None`` when there are none).
@@ -126,8 +143,11 @@ def merge_resets(parts: Sequence[tuple]) -> tuple | None:
 class SerialFill:
     """The stepper of a ``SerialEnv``: its one group, in this process."""
 
-    def __init__(self, group: GroupFill) -> None:
+    def __init__(self, group: Any) -> None:  # Any: the SerialEnv's EnvGroup
         self.group = group
+        fill = getattr(group, "_fill", None)
+        if fill is not None and fill.stepwise():
+            self.step = fill.step  # the per-step mode, when every sub-env's stepper has it
 
     def fill(self, reset_last: bool = True) -> tuple | None:
         return self.group.fill_batch(reset_last)
