@@ -145,6 +145,7 @@ def _policy_batches(env, make_policy, frames_per_batch, n=3):
             break
     plan = collector._on_views
     collector.shutdown()
+    env.close()
     return batches, plan is not None and plan.ready
 
 

@@ -351,7 +351,27 @@ class StepByStep:
                 key: nexts[t].clone() for key, (_, nexts) in zip(self.engine.carried, self._pairs)
             }
         if resets is not None:
-            self.engine._write_resets(self.batch, self._following, resets, last)
+            self._write_resets(t, resets)
+
+    def _write_resets(self, t: int, resets: Resets) -> None:
+        """Write step ``t``'s resets over the root of ``t + 1`` (or the next root)."""
+        _, envs, values = resets
+        last = self.steps - 1
+        for key, (roots, _) in zip(self.engine.carried, self._pairs):
+            target = roots[t + 1] if t < last else self._following[key]
+            value = values.get(key)
+            if envs is None:  # an unbatched env: one reset
+                if value is None:
+                    target.zero_()
+                else:
+                    target.copy_(torch.as_tensor(value).reshape(target.shape))
+                continue
+            index = _as_index(envs)
+            if value is None:
+                target[index] = False if target.dtype == torch.bool else 0
+            else:
+                value = torch.as_tensor(value).to(target.dtype)
+                target[index] = value.reshape(len(index), *target.shape[1:])
 
     def following(self, device: torch.device | None = None) -> TensorDictBase:
         """The root after the last step (the finished envs reset)."""

@@ -479,6 +479,8 @@ class SyncDataCollector(DataCollectorBase):
             return None
         if self.policy_device is not None and self.policy_device.type != "cpu":
             return None
+        if len(self.env.batch_size) > 1:
+            return None  # a step's resets are written by env index: one batch dim at most
         engine = BufferedRollout.cached(self.env)
         if engine is None:
             return None
