@@ -318,9 +318,9 @@ class BufferedRollout:
 class StepByStep:
     """One batch stepped one step at a time: the root of ``t`` is written before step ``t``.
 
-    Built by :meth:`BufferedRollout.start`. ``roots[t]`` holds the root entries of
-    step ``t`` (views of the batch) once the steps before ran: the first from the
-    carry, the others from the previous step's ``"next"`` or the reset values.
+    Built by :meth:`BufferedRollout.start`. ``batch[..., t]``'s root entries hold
+    step ``t``'s once the steps before ran: the first from the carry, the others
+    from the previous step's ``"next"`` or the reset values.
     :meth:`step` steps once; after the last step :meth:`following` is the next root.
     """
 
@@ -331,24 +331,27 @@ class StepByStep:
         self.engine, self.batch, self._step = engine, batch, stepper.step
         self.steps = batch.batch_size[dim]
         nxt = batch.get("next")
-        #: per carried key: the T root views and the T "next" views
-        self._pairs = [
-            (batch.get(key).unbind(dim), nxt.get(key).unbind(dim)) for key in engine.carried
-        ]
+        #: per carried key: the root and the "next" entry ([*batch, T, ...]); a step's
+        #: views are taken when needed (T live views per entry would keep Python's
+        #: garbage collector busy)
+        self._pairs = [(batch.get(key), nxt.get(key)) for key in engine.carried]
+        self.dim = dim
         for key, (roots, _) in zip(engine.carried, self._pairs):
-            roots[0].copy_(carry[key])
+            roots.select(dim, 0).copy_(carry[key])
         self._following: dict = {}
 
     def step(self, t: int) -> None:
         """Step ``t`` (its actions written): its ``"next"``, then the root of ``t + 1``."""
         resets = self._step(t)
         last = self.steps - 1
+        dim = self.dim
         if t < last:
             for roots, nexts in self._pairs:
-                roots[t + 1].copy_(nexts[t])
+                roots.select(dim, t + 1).copy_(nexts.select(dim, t))
         else:
             self._following = {
-                key: nexts[t].clone() for key, (_, nexts) in zip(self.engine.carried, self._pairs)
+                key: nexts.select(dim, t).clone()
+                for key, (_, nexts) in zip(self.engine.carried, self._pairs)
             }
         if resets is not None:
             self._write_resets(t, resets)
@@ -358,7 +361,7 @@ class StepByStep:
         _, envs, values = resets
         last = self.steps - 1
         for key, (roots, _) in zip(self.engine.carried, self._pairs):
-            target = roots[t + 1] if t < last else self._following[key]
+            target = roots.select(self.dim, t + 1) if t < last else self._following[key]
             value = values.get(key)
             if envs is None:  # an unbatched env: one reset
                 if value is None:

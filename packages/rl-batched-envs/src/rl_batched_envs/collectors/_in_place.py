@@ -145,21 +145,28 @@ class PolicyOnViews:
     def collect(self, run: StepByStep, batch: TensorDictBase, steps: int) -> None:
         """Call the policy before each of the ``steps`` steps of ``run``; step it."""
         dim = len(self.env.batch_size)
-        contiguous = dim > 0  # a step's rows of a [env, time] entry are strided
-        views = {key: batch.get(key).unbind(dim) for key in self.carried}
-        ins = [(key, views[key]) for key in self.inputs]
-        outs = [(key, batch.get(key).unbind(dim)) for key in self.outputs]
+        # a step's views are taken when needed (T live views per entry would keep
+        # Python's garbage collector busy); a step's rows of an [env, time] entry are
+        # strided, so the policy gets contiguous copies there
+        if dim:
+            def at(v: torch.Tensor, t: int) -> torch.Tensor:
+                return v.select(dim, t).contiguous()
+        else:
+            def at(v: torch.Tensor, t: int) -> torch.Tensor:
+                return v[t]
+        ins = [(key, batch.get(key)) for key in self.inputs]
+        outs = [(key, batch.get(key)) for key in self.outputs]
         policy, size, step = self.policy, self.env.batch_size, run.step
         if self.kind == "module":
             for t in range(steps):
-                source = {k: (v[t].contiguous() if contiguous else v[t]) for k, v in ins}
+                source = {k: at(v, t) for k, v in ins}
                 result = policy(new_unchecked(source, size, nested=False))
                 for key, dst in outs:
-                    _write(key, result.get(key, None), dst[t], policy)
+                    _write(key, result.get(key, None), dst.select(dim, t), policy)
                 step(t)
             return
         for t in range(steps):
-            result = policy(*[v[t].contiguous() if contiguous else v[t] for _, v in ins])
+            result = policy(*[at(v, t) for _, v in ins])
             values = result if isinstance(result, (tuple, list)) else (result,)
             if len(values) != len(outs):
                 raise ValueError(
@@ -168,7 +175,7 @@ class PolicyOnViews:
                     f"action key, in that order."
                 )
             for (key, dst), value in zip(outs, values):
-                _write(key, value, dst[t], policy)
+                _write(key, value, dst.select(dim, t), policy)
             step(t)
 
 
