@@ -23,6 +23,7 @@ done).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -258,16 +259,23 @@ class BufferedRollout:
             return None
         return stepper, carry_values
 
-    def start(self, carry: TensorDictBase, batch: TensorDictBase) -> StepByStep | None:
+    def start(
+        self,
+        carry: TensorDictBase,
+        batch: TensorDictBase,
+        read: Sequence[str] | None = None,
+    ) -> StepByStep | None:
         """Step ``batch`` one step at a time (a policy acts between steps), or ``None``.
 
-        ``None`` when :meth:`run` would decline or the env's stepper has no per-step
-        mode (see :func:`stepwise`); nothing was stepped then.
+        ``read`` lists the root entries the caller reads before each step (``None``:
+        all); the others are written after the last step. ``None`` when :meth:`run`
+        would decline or the env's stepper has no per-step mode (see
+        :func:`stepwise`); nothing was stepped then.
         """
         prepared = self._prepare(carry, batch)
         if prepared is None or not stepwise(prepared[0]):
             return None
-        return StepByStep(self, batch, *prepared)
+        return StepByStep(self, batch, *prepared, read=read)
 
     def run(
         self,
@@ -325,18 +333,29 @@ class StepByStep:
     """
 
     def __init__(
-        self, engine: BufferedRollout, batch: TensorDictBase, stepper: Any, carry: dict
-    ) -> None:  # Any: a BufferedStepper with a step method
+        self,
+        engine: BufferedRollout,
+        batch: TensorDictBase,
+        stepper: Any,  # Any: a BufferedStepper with a step method
+        carry: dict,
+        read: Sequence[str] | None = None,
+    ) -> None:
         dim = engine.dim
         self.engine, self.batch, self._step = engine, batch, stepper.step
         self.steps = batch.batch_size[dim]
+        self.dim = dim
         nxt = batch.get("next")
         #: per carried key: the root and the "next" entry ([*batch, T, ...]); a step's
         #: views are taken when needed (T live views per entry would keep Python's
         #: garbage collector busy)
-        self._pairs = [(batch.get(key), nxt.get(key)) for key in engine.carried]
-        self.dim = dim
-        for key, (roots, _) in zip(engine.carried, self._pairs):
+        pairs = {key: (batch.get(key), nxt.get(key)) for key in engine.carried}
+        read = engine.carried if read is None else [k for k in engine.carried if k in read]
+        #: the entries written before each step (those the caller reads); the others
+        #: are written at the end, one copy per entry, and the resets over them
+        self._now = [(key, *pairs[key]) for key in read]
+        self._later = [(key, *pairs[key]) for key in engine.carried if key not in read]
+        self._resets: list[tuple[int, Resets]] = []
+        for key, roots, _ in self._now + self._later:
             roots.select(dim, 0).copy_(carry[key])
         self._following: dict = {}
 
@@ -346,21 +365,35 @@ class StepByStep:
         last = self.steps - 1
         dim = self.dim
         if t < last:
-            for roots, nexts in self._pairs:
+            for _, roots, nexts in self._now:
                 roots.select(dim, t + 1).copy_(nexts.select(dim, t))
         else:
-            self._following = {
-                key: nexts.select(dim, t).clone()
-                for key, (_, nexts) in zip(self.engine.carried, self._pairs)
-            }
+            self._finish()
         if resets is not None:
-            self._write_resets(t, resets)
+            self._write_resets(t, resets, self._now)
+            if t < last:
+                self._resets.append((t, resets))
+            else:
+                self._write_resets(t, resets, self._later)
 
-    def _write_resets(self, t: int, resets: Resets) -> None:
+    def _finish(self) -> None:
+        """After the last step: the next root, and the deferred entries of every step."""
+        dim, last = self.dim, self.steps - 1
+        self._following = {
+            key: nexts.select(dim, last).clone() for key, _, nexts in self._now + self._later
+        }
+        if last:
+            for _, roots, nexts in self._later:
+                roots.narrow(dim, 1, last).copy_(nexts.narrow(dim, 0, last))
+        for t, resets in self._resets:
+            self._write_resets(t, resets, self._later)
+        self._resets = []
+
+    def _write_resets(self, t: int, resets: Resets, entries: list) -> None:
         """Write step ``t``'s resets over the root of ``t + 1`` (or the next root)."""
         _, envs, values = resets
         last = self.steps - 1
-        for key, (roots, _) in zip(self.engine.carried, self._pairs):
+        for key, roots, _ in entries:
             target = roots.select(self.dim, t + 1) if t < last else self._following[key]
             value = values.get(key)
             if envs is None:  # an unbatched env: one reset

@@ -67,7 +67,7 @@ class PolicyOnViews:
             ins = [_flat(k) for k in getattr(policy, "in_keys", ())]
             outs = [_flat(k) for k in getattr(policy, "out_keys", ())]
             if ins and set(ins) <= set(self.carried) and self._writable(outs):
-                self.kind, self.inputs = "module", list(self.carried)
+                self.kind, self.inputs = "module", list(dict.fromkeys(ins))
                 self.outputs = list(dict.fromkeys([*self.action_keys, *outs]))
         else:
             names = _signature_names(policy)

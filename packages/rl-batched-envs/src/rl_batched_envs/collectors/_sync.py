@@ -498,7 +498,7 @@ class SyncDataCollector(DataCollectorBase):
             batch = engine.allocate(steps)
             plan.allocate(batch)
         carry = carry.exclude(*plan.outputs)  # the policy's entries of a previous step
-        run = engine.start(carry, batch)
+        run = engine.start(carry, batch, read=plan.inputs)
         if run is None:
             return None
         with set_exploration_type(self.exploration_type):
