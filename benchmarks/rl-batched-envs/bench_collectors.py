@@ -1,7 +1,8 @@
 """Collector frames/s on CartPole: ours vs TorchRL 0.14 vs the raw simulator loops and floors.
 
 Every workload builds a collector with ``total_frames=-1`` and a random policy
-(``policy=None``) and times one batch (``next(iter(collector))``), written once
+(``policy=None``; the rows "with a trivial policy": a ``TensorDictModule`` picking
+the one-hot action from the sign of the pole angle) and times one batch (``next(iter(collector))``), written once
 against the documented API (``Collector`` is the name both libraries export):
 
 * ``Collector(GymEnv)``: one ``GymEnv("CartPole-v1")``, batches of 1000 frames. Raw
@@ -20,9 +21,16 @@ The ``floor`` rows are the least work the documented output needs, in numpy and
 plain torch with no framework: one batch of random actions drawn at once, the
 simulator's step (and the resets of finished envs) with its outputs written into
 preallocated arrays, the root observation of each step taken from the previous
-step's, trajectory ids from a cumulative sum of the done flags, and one
-``TensorDict`` built over those arrays at the end (the one-hot action and the
+step's, trajectory ids from the done flags (new ids in step-then-env order), and
+one ``TensorDict`` built over those arrays at the end (the one-hot action and the
 ``[env, time]`` layout included). ``ours/floor`` is the framework's own cost.
+For EnvPool the floor resets finished envs through EnvPool's auto-reset inside
+the next step call (each env: ``T`` steps plus one call slot per reset; no reset
+round trip). The 8-env rows (``ParallelEnv``, ``SerialEnv``, the two-worker
+``MultiSyncCollector``) share one floor: the 8 gym envs stepped one after the
+other in one process, so a row above 1x there gains from running envs in
+parallel processes. The replay-buffer row's floor is the collection alone (the
+buffer write is the cost that row measures).
 ``BENCH_COLLECTOR_STEPS`` changes the steps per env per batch (default 100; the
 single-env workloads run 10x that).
 """
@@ -68,6 +76,52 @@ def gym_collector(ctx: Context):
     env = ctx.lib.envs.GymEnv(ENV_ID)
     env.set_seed(0)
     collector = _collectors(ctx).Collector(env, None, frames_per_batch=SINGLE, total_frames=-1)
+    _track(collector, env)
+    return _batches(collector)
+
+
+class _Trivial:
+    """The trivial policy: action 0 or 1 from the sign of the pole angle (one-hot or index)."""
+
+    def __init__(self, spec):
+        import torch
+
+        self.torch, self.dtype = torch, spec.dtype
+        self.one_hot = "OneHot" in type(spec).__name__
+
+    def __call__(self, observation):
+        index = (observation[..., 2] > 0).long()
+        if self.one_hot:
+            return self.torch.nn.functional.one_hot(index, 2).to(self.dtype)
+        return index.to(self.dtype)
+
+
+def _trivial_policy(env):
+    """A ``TensorDictModule`` reading ``"observation"`` and writing ``"action"``."""
+    from tensordict.nn import TensorDictModule
+
+    return TensorDictModule(_Trivial(env.action_spec), in_keys=["observation"], out_keys=["action"])
+
+
+def gym_collector_policy(ctx: Context):
+    env = ctx.lib.envs.GymEnv(ENV_ID)
+    env.set_seed(0)
+    collector = _collectors(ctx).Collector(
+        env, _trivial_policy(env), frames_per_batch=SINGLE, total_frames=-1
+    )
+    _track(collector, env)
+    return _batches(collector)
+
+
+def envpool_collector_policy(ctx: Context):
+    if ctx.name == "torchrl" and "gym" not in sys.modules:
+        import gymnasium
+
+        sys.modules["gym"] = gymnasium
+    env = ctx.lib.envs.MultiThreadedEnv(32, ENV_ID, create_env_kwargs={"seed": 0})
+    collector = _collectors(ctx).Collector(
+        env, _trivial_policy(env), frames_per_batch=32 * STEPS, total_frames=-1
+    )
     _track(collector, env)
     return _batches(collector)
 
@@ -201,42 +255,90 @@ def _ted(obs, next_obs, action, reward, terminated, truncated, ids, batch):
     )
 
 
-def gym_floor(ctx: Context):
+def _gym_rows(step, reset, actions, obs, next_obs, reward, terminated, truncated):
+    """One gym env through ``len(actions)`` steps, written into row views; its resets."""
+    resets = []
+    for i, a in enumerate(actions):
+        o, r, te, tr, _ = step(a)
+        next_obs[i] = o
+        reward[i, 0], terminated[i, 0], truncated[i, 0] = r, te, tr
+        if te or tr:
+            o, _ = reset()
+            resets.append(i)
+        obs[i + 1] = o
+    return resets
+
+
+def _ids(done, first_ids, next_id):
+    """``[n, T]`` trajectory ids from the done flags: new ids in (step, env) order."""
+    import torch
+
+    n, steps = done.shape
+    ends = done.T.reshape(-1)
+    new = next_id + torch.cumsum(ends, 0) - 1
+    table = torch.cat([first_ids.unsqueeze(0), new.reshape(steps, n)])
+    starts = torch.cat([torch.ones(1, n, dtype=torch.bool), done.T])
+    rows = torch.where(starts, torch.arange(steps + 1).unsqueeze(-1), 0).cummax(0).values
+    filled = table.gather(0, rows)
+    return filled[:steps].T, filled[steps], next_id + int(ends.sum())
+
+
+def _gym_batch_floor(n: int, steps: int):
+    """``n`` gym CartPoles (one process) collecting ``steps`` steps each into arrays."""
     import gymnasium
     import numpy as np
     import torch
 
-    env = gymnasium.make(ENV_ID)
-    first, _ = env.reset(seed=0)
-    state = {"obs": first, "next_id": 0}
-    step, reset = env.step, env.reset
+    envs = [gymnasium.make(ENV_ID) for _ in range(n)]
+    first = np.stack([env.reset(seed=i)[0] for i, env in enumerate(envs)])
+    state = {"obs": first, "ids": torch.arange(n), "next_id": n}
 
     def loop():
-        action = torch.randint(0, 2, (SINGLE,))
+        action = torch.randint(0, 2, (n, steps))
         actions = action.tolist()
-        obs = np.empty((SINGLE + 1, 4), np.float32)
-        next_obs = np.empty((SINGLE, 4), np.float32)
-        reward = np.empty((SINGLE, 1), np.float32)
-        terminated = np.empty((SINGLE, 1), bool)
-        truncated = np.empty((SINGLE, 1), bool)
-        obs[0] = state["obs"]
-        for i, a in enumerate(actions):
-            o, r, te, tr, _ = step(a)
-            next_obs[i] = o
-            reward[i, 0], terminated[i, 0], truncated[i, 0] = r, te, tr
-            if te or tr:
-                o, _ = reset()
-            obs[i + 1] = o
-        state["obs"] = obs[SINGLE]
+        obs = np.empty((n, steps + 1, 4), np.float32)
+        next_obs = np.empty((n, steps, 4), np.float32)
+        reward = np.empty((n, steps, 1), np.float32)
+        terminated = np.empty((n, steps, 1), bool)
+        truncated = np.empty((n, steps, 1), bool)
+        obs[:, 0] = state["obs"]
+        for e, env in enumerate(envs):
+            rows = (obs[e], next_obs[e], reward[e], terminated[e], truncated[e])
+            _gym_rows(env.step, env.reset, actions[e], *rows)
+        state["obs"] = obs[:, steps]
         done = torch.from_numpy(terminated | truncated).squeeze(-1)
-        ids = state["next_id"] + torch.cumsum(done, 0) - done.long()
-        state["next_id"] = int(ids[-1]) + int(done[-1])
-        return _ted(obs[:SINGLE], next_obs, action, reward, terminated, truncated, ids, [SINGLE])
+        ids, state["ids"], state["next_id"] = _ids(done, state["ids"], state["next_id"])
+        batch = [n, steps] if n > 1 else [steps]
+        shape = (lambda a: a[0]) if n == 1 else (lambda a: a)
+        return _ted(
+            shape(obs[:, :steps]),
+            shape(next_obs),
+            shape(action),
+            shape(reward),
+            shape(terminated),
+            shape(truncated),
+            shape(ids),
+            batch,
+        )
 
     return loop
 
 
+def gym_floor(ctx: Context):
+    return _gym_batch_floor(1, SINGLE)
+
+
+def parallel_floor(ctx: Context):
+    return _gym_batch_floor(8, STEPS)
+
+
 def envpool_floor(ctx: Context):
+    """EnvPool's auto-reset inside the step: each env takes ``T`` steps plus one call per reset.
+
+    An env that finished is reset by its next step call (EnvPool ignores that action)
+    and makes its step at the call after; the calls step every env that still has
+    steps to make. No reset round trip.
+    """
     import envpool
     import numpy as np
     import torch
@@ -244,42 +346,56 @@ def envpool_floor(ctx: Context):
     n = 32
     env = envpool.make(ENV_ID, env_type="gymnasium", num_envs=n, seed=0)
     first, _ = env.reset()
-    state = {"obs": first, "ids": np.arange(n), "next_id": n}
-    step, reset = env.step, env.reset
+    state = {"obs": first, "ids": torch.arange(n), "next_id": n}
+    every = np.arange(n, dtype=np.int32)
 
     def loop():
-        action = torch.randint(0, 2, (STEPS, n))
-        actions = action.numpy().astype(np.int32)
+        action = torch.randint(0, 2, (n, STEPS))
+        actions = np.ascontiguousarray(action.numpy().T)
         obs = np.empty((n, STEPS + 1, 4), np.float32)
         next_obs = np.empty((n, STEPS, 4), np.float32)
-        reward = np.empty((n, STEPS, 1), np.float32)
-        terminated = np.empty((n, STEPS, 1), bool)
-        truncated = np.empty((n, STEPS, 1), bool)
-        ids = np.empty((n, STEPS), np.int64)
+        reward = np.empty((n, STEPS), np.float32)
+        terminated = np.empty((n, STEPS), bool)
+        truncated = np.empty((n, STEPS), bool)
         obs[:, 0] = state["obs"]
-        current = state["ids"]
-        for i in range(STEPS):
-            o, r, te, tr, _ = step(actions[i])
-            next_obs[:, i] = o
-            reward[:, i, 0], terminated[:, i, 0], truncated[:, i, 0] = r, te, tr
-            ids[:, i] = current
-            finished = np.flatnonzero(te | tr)
-            if len(finished):
-                o = o.copy()
-                o[finished] = reset(finished)[0]
-                current = current.copy()
-                current[finished] = np.arange(state["next_id"], state["next_id"] + len(finished))
-                state["next_id"] += len(finished)
-            obs[:, i + 1] = o
-        state["obs"], state["ids"] = obs[:, STEPS], current
+        cursor = np.zeros(n, np.int64)
+        pending = np.zeros(n, bool)
+        while True:
+            active = cursor < STEPS
+            if active.all():
+                o, r, te, tr, info = env.step(actions[cursor, every])
+            elif active.any():
+                ids = every[active]
+                o, r, te, tr, info = env.step(actions[cursor[ids], ids], ids)
+            else:
+                break
+            got, t = info["env_id"], cursor[info["env_id"]]
+            fresh = pending[got]
+            if fresh.any():  # reset observations: the root of the env's next step
+                obs[got[fresh], t[fresh]] = o[fresh]
+                pending[got[fresh]] = False
+                keep = ~fresh
+                got, t, o, r, te, tr = got[keep], t[keep], o[keep], r[keep], te[keep], tr[keep]
+            next_obs[got, t], reward[got, t] = o, r
+            terminated[got, t], truncated[got, t] = te, tr
+            done = te | tr
+            obs[got[~done], t[~done] + 1] = o[~done]
+            cursor[got] = t + 1
+            pending[got] = done
+        if pending.any():  # finished at the last step: reset for the next batch
+            last = every[pending]
+            obs[last, STEPS] = env.reset(last)[0]
+        state["obs"] = obs[:, STEPS]
+        done = torch.from_numpy(terminated | truncated)
+        ids, state["ids"], state["next_id"] = _ids(done, state["ids"], state["next_id"])
         return _ted(
             obs[:, :STEPS],
             next_obs,
-            action.T,
-            reward,
-            terminated,
-            truncated,
-            torch.from_numpy(ids),
+            action,
+            reward[..., None],
+            terminated[..., None],
+            truncated[..., None],
+            ids,
             [n, STEPS],
         )
 
@@ -303,8 +419,33 @@ WORKLOADS = [
     ),
     _workload(
         f"Collector(GymEnv('{ENV_ID}'), frames_per_batch={SINGLE}) + replay_buffer",
-        {"rl_stack": gym_collector_with_buffer, "torchrl": gym_collector_with_buffer},
+        {
+            "rl_stack": gym_collector_with_buffer,
+            "torchrl": gym_collector_with_buffer,
+            "floor": gym_floor,
+        },
         SINGLE,
+    ),
+    _workload(
+        f"Collector(GymEnv('{ENV_ID}'), frames_per_batch={SINGLE}) with a trivial policy",
+        {
+            "rl_stack": gym_collector_policy,
+            "torchrl": gym_collector_policy,
+            "floor": gym_floor,
+            "gymnasium": raw_gymnasium_loop,
+        },
+        SINGLE,
+    ),
+    _workload(
+        f"Collector(MultiThreadedEnv(32, '{ENV_ID}'), frames_per_batch={32 * STEPS})"
+        " with a trivial policy",
+        {
+            "rl_stack": envpool_collector_policy,
+            "torchrl": envpool_collector_policy,
+            "floor": envpool_floor,
+            "envpool": raw_envpool_loop,
+        },
+        32 * STEPS,
     ),
     _workload(
         f"Collector(MultiThreadedEnv(32, '{ENV_ID}'), frames_per_batch={32 * STEPS})",
@@ -322,18 +463,23 @@ WORKLOADS = [
         {
             "rl_stack": parallel_collector,
             "torchrl": parallel_collector,
+            "floor": parallel_floor,
             "gymnasium": raw_sync_vector_loop,
         },
         8 * STEPS,
     ),
     _workload(
         f"Collector(SerialEnv(8, GymEnv('{ENV_ID}')), frames_per_batch={8 * STEPS})",
-        {"rl_stack": serial_collector, "torchrl": serial_collector},
+        {"rl_stack": serial_collector, "torchrl": serial_collector, "floor": parallel_floor},
         8 * STEPS,
     ),
     _workload(
         f"MultiSyncCollector(2 x SerialEnv(4, GymEnv('{ENV_ID}')), frames_per_batch={8 * STEPS})",
-        {"rl_stack": multi_sync_collector, "torchrl": multi_sync_collector},
+        {
+            "rl_stack": multi_sync_collector,
+            "torchrl": multi_sync_collector,
+            "floor": parallel_floor,
+        },
         8 * STEPS,
     ),
 ]

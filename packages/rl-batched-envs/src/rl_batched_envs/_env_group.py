@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
+from rl_batched_envs._buffered import GroupFill
 from rl_envs_core import EnvBase, EnvMetaData
 from rl_envs_core.extension import get_entry, key_layout, new_unchecked, next_of
 
@@ -304,6 +305,21 @@ class EnvGroup:
     ) -> list[Any]:  # Any: method results
         """Call the method ``name`` on every env (of ``active``)."""
         return [getattr(self.envs[j], name)(*args, **kwargs) for j in self._active(active)]
+
+    # ------------------------------------------------------------------ in-place batches
+    def attach_fill(self, batch: TensorDictBase) -> None:
+        """Take the group's rows of a ``[num_envs, T]`` batch to step in place (see ``_buffered``)."""
+        self._fill = GroupFill(self.envs, self.offset)
+        self._fill.attach(batch)
+
+    def prepare_fill(self) -> bool:
+        """Make every sub-env's stepper for the attached rows; ``False`` if one declines."""
+        fill = getattr(self, "_fill", None)
+        return fill is not None and fill.prepare()
+
+    def fill_batch(self, reset_last: bool) -> tuple | None:
+        """Step every sub-env through the attached rows; the resets made (batch indices)."""
+        return self._fill.fill(reset_last)
 
     def metadata(self) -> list[EnvMetaData]:
         """The metadata of every env."""

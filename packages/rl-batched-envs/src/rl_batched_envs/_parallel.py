@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Sequence
+from multiprocessing.reduction import ForkingPickler
 
 import torch
 from tensordict import TensorDictBase
 
 from rl_batched_envs._batched import BatchedEnvBase
+from rl_batched_envs._buffered import ParallelFill
 from rl_batched_envs._errors import WorkerDiedError
 from rl_batched_envs._layout import worker_spans
 from rl_batched_envs._serial import SerialEnv
 from rl_batched_envs._stacking import EnvFactory, OptionConflictError
 from rl_batched_envs._worker import (
+    CALL,
     DEFAULT_TIMEOUT,
     STEP,
     STEP_RESET,
@@ -21,7 +24,7 @@ from rl_batched_envs._worker import (
     default_start_method,
 )
 from rl_envs_core import EnvMetaData
-from rl_envs_core.extension import register_parallel_env_factory
+from rl_envs_core.extension import key_layout, register_parallel_env_factory
 
 _START_METHODS = ("fork", "spawn", "forkserver")
 # what a one-worker ParallelEnv(serial_for_single=True) hands on to its SerialEnv
@@ -238,6 +241,7 @@ class ParallelEnv(BatchedEnvBase):
             close_one_at_a_time=self._same_schema,
         )
         state["_pool"] = pool
+        state["_fill_shared"] = None  # new workers: the in-place batch is shared again
         try:
             replies = self._guard(pool.recv, state["_all"], "start")
             metas = [meta for r in replies for meta in pickle.loads(r)]
@@ -307,6 +311,35 @@ class ParallelEnv(BatchedEnvBase):
         pool, workers = self._pool, self._all
         self._guard(pool.send, workers, STEP_RESET, "step_and_maybe_reset")
         self._guard(pool.recv, workers, "step_and_maybe_reset")
+
+    def buffered_stepper(self, batch: TensorDictBase) -> ParallelFill | None:
+        """Step in place (``rl_envs_core.extension.SupportsBufferedSteps``), or decline.
+
+        The workers fill their rows of a shared-memory copy of ``batch`` at the same
+        time, each sub-env through its own stepper: one message per worker per batch.
+        ``None`` unless the env uses buffers and every sub-env is unbatched and has a
+        stepper that accepts.
+        """
+        self._ensure_started()
+        if not self._use_buffers:
+            return None
+        state = self.__dict__
+        shared = state.get("_fill_shared")
+        if shared is None or shared.batch_size != batch.batch_size:
+            shared = batch.clone().share_memory_()
+            for w in self._all:  # one pickle each: every shared handle is served only once
+                payload = CALL + bytes(ForkingPickler.dumps(("attach_fill", (shared,))))
+                self._guard(self._pool.send, [w], payload, "attach_fill")
+            self._guard(self._pool.recv, self._all, "attach_fill")
+            state["_fill_shared"] = shared
+        for key in key_layout(self)["action_keys"]:
+            shared.get(key).copy_(batch.get(key))
+        if not all(self._guard(self._pool.call, self._all, "prepare_fill")):
+            return None
+        return ParallelFill(self, batch, shared)
+
+    def _fill_workers(self, reset_last: bool) -> list:
+        return self._guard(self._pool.call, self._all, "fill_batch", reset_last)
 
     def _shutdown(self) -> None:
         pool = self.__dict__.get("_pool")

@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
+from tensordict import TensorDictBase
 
 from rl_batched_envs._batched import BatchedEnvBase
+from rl_batched_envs._buffered import SerialFill
 from rl_batched_envs._env_group import EnvGroup, build_envs
 from rl_batched_envs._stacking import EnvFactory
 from rl_envs_core import EnvMetaData
@@ -115,6 +117,32 @@ class SerialEnv(BatchedEnvBase):
 
     def _step_reset_all(self) -> None:
         self._groups[0].step_and_reset_done(None)
+
+    def buffered_stepper(self, batch: TensorDictBase) -> SerialFill | None:
+        """Step in place (``rl_envs_core.extension.SupportsBufferedSteps``), or decline.
+
+        Each sub-env's own stepper fills its rows of ``batch``; ``None`` unless the
+        env uses buffers and every sub-env is unbatched and has a stepper that accepts.
+
+        Examples:
+            >>> from rl_envs_core.extension import BufferedRollout
+            >>> from rl_envs_core.testing import BufferedCountingEnv, CountingEnv
+            >>> env = SerialEnv(2, BufferedCountingEnv)
+            >>> _ = env.rollout(1)  # the sub-envs' first step goes through their checks
+            >>> batch = BufferedRollout.of(env).allocate(3)
+            >>> env.buffered_stepper(batch) is not None
+            True
+            >>> other = SerialEnv(2, CountingEnv)
+            >>> _ = other.rollout(1)
+            >>> other.buffered_stepper(batch) is None
+            True
+        """
+        self._ensure_started()
+        if not self._use_buffers:
+            return None
+        group = self._groups[0]
+        group.attach_fill(batch)
+        return SerialFill(group) if group.prepare_fill() else None
 
     def _shutdown(self) -> None:
         for group in self.__dict__.get("_groups", ()):

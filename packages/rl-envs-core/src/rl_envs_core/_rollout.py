@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from tensordict import TensorDictBase
 
+from rl_envs_core._buffered import BufferedRollout
 from rl_envs_core._stack import RolloutSteps
 from rl_envs_core._step_mdp import aggregate_done, as_tuple
 from rl_envs_core._td import any_true, get_entry
@@ -137,6 +138,58 @@ def _stack(env: EnvBase, steps: RolloutSteps, out: TensorDictBase | None) -> Ten
     return result
 
 
+#: action specs whose ``rand(shape)`` draws, in one call, the numbers of as many
+#: successive ``rand()`` calls (so a batch of draws leaves the generator as the steps would)
+_BATCHED_DRAW_EXACT = frozenset(
+    {
+        "OneHot",
+        "Categorical",
+        "Binary",
+        "MultiCategorical",
+        "Bounded",
+        "BoundedContinuous",
+        "BoundedDiscrete",
+    }
+)
+
+
+def _engine(env: EnvBase) -> BufferedRollout | None:
+    """The env's in-place engine, when a batch of random draws equals per-step draws."""
+    engine = BufferedRollout.cached(env)
+    if engine is None:
+        return None
+    keys = env._key_cache()
+    leaves = keys["action_leaves"]
+    if len(leaves) != 1 or not keys["action_leafwise"]:
+        return None
+    leaf = leaves[0][1]
+    if type(leaf).__name__ not in _BATCHED_DRAW_EXACT or getattr(leaf, "mask", None) is not None:
+        return None
+    return engine
+
+
+def _buffered_rollout(env: EnvBase, td: TensorDictBase, max_steps: int) -> TensorDictBase | None:
+    """A random-action rollout of every step written in place (see ``_buffered.py``).
+
+    The actions of all steps are drawn at once (for the specs of
+    ``_BATCHED_DRAW_EXACT`` the same numbers the per-step draws give) and the env's
+    stepper writes each step into the preallocated result. ``None`` when the env
+    has no stepper or declines: nothing was drawn or stepped then.
+    """
+    engine = _engine(env)
+    if engine is None or td.batch_size != env.batch_size:
+        return None
+    batch = engine.allocate(max_steps)
+    key, leaf = env._key_cache()["action_leaves"][0]
+    state = torch.get_rng_state()
+    draw = leaf.rand(torch.Size([max_steps]))
+    batch.get(key).copy_(draw.movedim(0, engine.dim) if engine.dim else draw)
+    if engine.run(td, batch, reset_last=False) is None:
+        torch.set_rng_state(state)  # as if nothing was drawn
+        return None
+    return batch
+
+
 def rollout(
     env: EnvBase,
     max_steps: int,
@@ -174,6 +227,20 @@ def rollout(
         )
     else:
         td = maybe_reset(env, tensordict)
+    if (
+        policy is None
+        and callback is None
+        and not any_done
+        and not all_done
+        and return_contiguous is not False
+    ):
+        result = _buffered_rollout(env, td, max_steps)
+        if result is not None:
+            if out is not None:
+                result = out.update(result)
+            if set_truncated:
+                _mark_truncated(env, result)
+            return result
     if policy is None:
         act: Policy = env.rand_action
     elif auto_cast_to_device and not trust_policy:

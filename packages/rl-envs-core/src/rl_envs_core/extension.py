@@ -19,6 +19,15 @@ rl-envs-core beyond ``rl_envs_core.__all__``:
 - **auto-reset**: :class:`CarryOverAutoReset`, the one engine behind
   ``EnvBase(auto_reset=True)`` and rl-transforms' ``AutoResetTransform``, and the
   :class:`AutoResetHandler` protocol;
+- **in-place steps** (the collectors' and ``rollout``'s fast path):
+  :class:`SupportsBufferedSteps` (the optional ``buffered_stepper(batch)`` method
+  an adapter implements to write its backend's arrays straight into a batch's
+  tensors), :class:`BufferedStepper` (what it returns) and
+  :class:`BufferedRollout` (the engine that allocates the batch from the specs,
+  runs the stepper and fills the root entries; :meth:`BufferedRollout.start` gives a
+  :class:`StepByStep` run, one step at a time, for a policy acting between steps),
+  :func:`stepwise` (whether a stepper has that per-step mode), :func:`steps_checked`
+  (whether a stepper may skip the checks of ``env.step``);
 - **registries filled by a higher package**: :func:`register_transformed_env_factory`
   (behind ``EnvBase.append_transform``) and :func:`register_parallel_env_factory`
   with :func:`make_parallel_env` (rl-batched-envs' ``ParallelEnv``, which env
@@ -45,6 +54,13 @@ from tensordict import NestedKey, TensorDictBase
 from rl_envs_core import _done
 from rl_envs_core._auto_reset import AutoResetHandler, CarryOverAutoReset
 from rl_envs_core._batch_hook import make_parallel_env, register_parallel_env_factory
+from rl_envs_core._buffered import (
+    BufferedRollout,
+    BufferedStepper,
+    StepByStep,
+    SupportsBufferedSteps,
+    stepwise,
+)
 from rl_envs_core._spec_views import done_dual, install_stacked_specs
 from rl_envs_core._td import any_true, entries, get_entry, new_unchecked, set_child, set_entry
 from rl_envs_core._transform_hook import register_transformed_env_factory
@@ -54,7 +70,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AutoResetHandler",
+    "BufferedRollout",
+    "BufferedStepper",
     "CarryOverAutoReset",
+    "StepByStep",
+    "SupportsBufferedSteps",
     "advance_root",
     "any_true",
     "complete_done",
@@ -70,6 +90,8 @@ __all__ = [
     "register_transformed_env_factory",
     "set_child",
     "set_entry",
+    "steps_checked",
+    "stepwise",
 ]
 
 
@@ -130,6 +152,26 @@ def complete_done(
         tensor([True])
     """
     return _done.complete_done(env, tensordict, fill_zeros=fill_zeros)
+
+
+def steps_checked(env: EnvBase) -> bool:
+    """Whether ``env``'s steps may skip the input/output checks of ``env.step``.
+
+    ``True`` once a first step went through them (``env.step`` checks the action
+    and the declared outputs once) and unless ``run_type_checks`` asks for them at
+    every step. A ``buffered_stepper`` declines until then, so that a bad env
+    fails with the checks' clear error rather than a bad write.
+
+    Examples:
+        >>> from rl_envs_core.testing import CountingEnv
+        >>> env = CountingEnv()
+        >>> steps_checked(env)
+        False
+        >>> _ = env.rand_step(env.reset())
+        >>> steps_checked(env)
+        True
+    """
+    return bool(env._io_checked) and not env.run_type_checks
 
 
 def advance_root(env: EnvBase, tensordict: TensorDictBase) -> TensorDictBase:

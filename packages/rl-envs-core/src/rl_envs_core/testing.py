@@ -1,5 +1,10 @@
 """Test helpers for environment implementations: ``CountingEnv`` and ``EnvContract``.
 
+``BufferedCountingEnv`` is a ``CountingEnv`` that also steps straight into a
+preallocated batch (the ``buffered_stepper`` method of
+``rl_envs_core.extension.SupportsBufferedSteps``): the same data through the fast
+path of ``rollout`` and the collectors, for tests that compare the two paths.
+
 ``EnvContract`` is the shared contract every env's test class subclasses::
 
     class TestPendulum(EnvContract):
@@ -88,6 +93,79 @@ class CountingEnv(EnvBase):
 
     def _set_seed(self, seed: int | None) -> None:
         self.seed = seed
+
+
+class BufferedCountingEnv(CountingEnv):
+    """A :class:`CountingEnv` that steps in place into a preallocated batch.
+
+    Implements ``buffered_stepper`` (``rl_envs_core.extension.SupportsBufferedSteps``):
+    ``rollout`` and the collectors take their fast path with it and give the data
+    ``CountingEnv`` gives through the general path.
+
+    Args:
+        max_steps, batch_size, device, **kwargs: as in :class:`CountingEnv`.
+
+    Attributes:
+        buffered_batches (int): how many batches were stepped in place.
+        decline (bool): when ``True``, ``buffered_stepper`` declines (``None``).
+
+    Examples:
+        >>> env = BufferedCountingEnv(max_steps=2)
+        >>> _ = env.rollout(2, break_when_any_done=False)  # checks the first step
+        >>> data = env.rollout(3, break_when_any_done=False)
+        >>> data["observation"].squeeze(-1), env.buffered_batches
+        (tensor([0., 1., 0.]), 1)
+    """
+
+    def __init__(self, *args: int, **kwargs: bool) -> None:
+        super().__init__(*args, **kwargs)
+        self.buffered_batches = 0
+        self.decline = False
+
+    def buffered_stepper(self, batch: TensorDictBase) -> _CountingStepper | None:
+        """A stepper writing into ``batch``, or ``None`` when :attr:`decline` is set."""
+        if self.decline or not self._io_checked or self.run_type_checks:
+            return None  # the first step goes through env.step's checks
+        self.buffered_batches += 1
+        return _CountingStepper(self, batch)
+
+
+class _CountingStepper:
+    """Steps a :class:`BufferedCountingEnv` through one batch, writing into its tensors."""
+
+    def __init__(self, env: BufferedCountingEnv, batch: TensorDictBase) -> None:
+        self.env = env
+        self.dim = len(env.batch_size)
+        self.steps = batch.batch_size[self.dim]
+        nxt = batch.get("next")
+        self.entries = [nxt.get(k) for k in ("observation", "reward", "done", "terminated")]
+        self.truncated = nxt.get("truncated")
+
+    def fill(self, reset_last: bool = True) -> tuple | None:
+        env, dim = self.env, self.dim
+        steps, envs, firsts = [], [], []
+        for t in range(self.steps):
+            env.count = env.count + 1
+            done = env.count >= env.max_steps
+            obs, reward, done_out, terminated = (e.select(dim, t) for e in self.entries)
+            obs.copy_(env.count)
+            reward.fill_(1.0)
+            done_out.copy_(done)
+            terminated.copy_(done)
+            self.truncated.select(dim, t).zero_()
+            if bool(done.any()) and (reset_last or t < self.steps - 1):
+                finished = done.reshape(-1).nonzero().squeeze(-1)
+                env.count = torch.where(done, 0, env.count)
+                steps += [t] * len(finished)
+                envs.append(finished)
+                firsts.append(env.count.reshape(-1, 1)[finished])
+        if not steps:
+            return None
+        return (
+            torch.tensor(steps),
+            torch.cat(envs) if self.dim else None,
+            {"observation": torch.cat(firsts)},
+        )
 
 
 def _leaf_tuples(td: TensorDictBase) -> set[tuple[str, ...]]:

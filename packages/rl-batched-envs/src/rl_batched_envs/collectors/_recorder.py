@@ -10,7 +10,7 @@ and its entries are then cloned as they are recorded.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
@@ -38,6 +38,8 @@ class StepRecorder:
 
     Args:
         batch_size: the env's batch size; the time dim follows it.
+        root_skip: root entries never recorded (the env's rewards: a root that is
+            the previous step's ``"next"`` still holds them). Defaults to none.
 
     Examples:
         >>> import torch
@@ -53,8 +55,9 @@ class StepRecorder:
         tensor([1., 2.])
     """
 
-    def __init__(self, batch_size: torch.Size) -> None:
+    def __init__(self, batch_size: torch.Size, root_skip: Sequence[NestedKey] = ()) -> None:
         self.batch_size = torch.Size(batch_size)
+        self.root_skip = {_flat_key(k) for k in root_skip}
         self.dim = len(self.batch_size)
         self.root_keys: list[NestedKey] | None = None
         self.next_keys: list[NestedKey] = []
@@ -72,7 +75,11 @@ class StepRecorder:
         self.ids = []
 
     def _discover(self, data: TensorDictBase, nxt: TensorDictBase) -> None:
-        root = [_flat_key(k) for k in data.keys(True, True) if not _is_next(k)]
+        root = [
+            key
+            for key in map(_flat_key, data.keys(True, True))
+            if not _is_next(key) and key not in self.root_skip
+        ]
         self.root_keys = root
         self.next_keys = [_flat_key(k) for k in nxt.keys(True, True)]
         self.lists = [[] for _ in range(len(root) + len(self.next_keys))]

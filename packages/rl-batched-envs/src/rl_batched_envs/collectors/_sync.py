@@ -1,6 +1,13 @@
 """``SyncDataCollector``: batches of TED data from one env, collected in this process.
 
-The speed design: each step only calls the policy (or writes a view of a batch of
+Random batches (``policy=None`` or the first ``init_random_frames``) of an env with
+a ``buffered_stepper`` (gym, EnvPool, ``SerialEnv`` / ``ParallelEnv`` of those) are
+written in place: the batch is preallocated from the specs, every action drawn at
+once, the env's stepper writes each step into the batch, the roots are filled by
+one copy per entry and the trajectory ids come from the done flags (see
+``rl_envs_core.extension.BufferedRollout``). Otherwise, the general path below.
+
+The general path: each step only calls the policy (or writes a view of a batch of
 random draws), steps the env with ``step_and_maybe_reset`` (batched envs reset
 their done sub-envs in the same call, all at once) and appends the step's tensors
 to one list per entry. At the end of a batch every entry is stacked straight into
@@ -26,6 +33,7 @@ from rl_batched_envs.collectors._base import (
     check_total_frames,
     round_frames,
 )
+from rl_batched_envs.collectors._in_place import PolicyOnViews
 from rl_batched_envs.collectors._policy import (
     RandomDraws,
     as_td_policy,
@@ -34,7 +42,7 @@ from rl_batched_envs.collectors._policy import (
 from rl_batched_envs.collectors._recorder import StepRecorder
 from rl_batched_envs.collectors._split import TRAJ_KEY
 from rl_envs_core import EnvBase, ExplorationType, set_exploration_type
-from rl_envs_core.extension import any_true, get_entry, set_entry
+from rl_envs_core.extension import BufferedRollout, any_true, get_entry, set_entry
 
 DEFAULT_EXPLORATION_TYPE = ExplorationType.RANDOM
 
@@ -227,7 +235,8 @@ class SyncDataCollector(DataCollectorBase):
         self._rb_checked = False
         self._policy_checked = self.trust_policy
         self._carry: TensorDictBase | None = None
-        self._recorder = StepRecorder(env.batch_size)
+        rewards = [key for key in env.reward_keys if key not in env.state_keys]  # not carried on
+        self._recorder = StepRecorder(env.batch_size, rewards)
         self._traj_offset, self._traj_stride = 0, 1
         self._next_local_id = 0
         self._traj_ids: torch.Tensor | None = None
@@ -239,6 +248,7 @@ class SyncDataCollector(DataCollectorBase):
         self._closed = False
         if self.max_frames_per_traj is not None and "truncated" not in env.done_keys:
             env.add_truncated_keys()  # the step limit is reported as a truncation
+        self._on_views: PolicyOnViews | None = None
         self._done_key: NestedKey | None = "done" if "done" in env.done_keys else None
         self._truncated_key = "truncated" if "truncated" in env.done_keys else None
 
@@ -328,8 +338,12 @@ class SyncDataCollector(DataCollectorBase):
             for key in self.env.action_keys:
                 set_entry(carry, key, out.get(key))
 
+    @torch.no_grad()
     def rollout(self, out: TensorDictBase | None = None) -> TensorDictBase:
         """Collect one batch (``out``: a preallocated batch to stack into).
+
+        The policy runs without autograd (``torch.no_grad``), as in TorchRL: the
+        batch holds no graph.
 
         Returns:
             the batch, ``[*env.batch_size, time]``.
@@ -347,6 +361,9 @@ class SyncDataCollector(DataCollectorBase):
         if random != self._last_random:  # the policy may write more entries than a draw
             rec.root_keys = None
             self._last_random = random
+        batch = self._buffered_batch(carry, out) if random else self._policy_batch(carry, out)
+        if batch is not None:
+            return self._complete(batch)
         generic = type(env).step_and_maybe_reset is EnvBase.step_and_maybe_reset
         step, env_step, maybe_reset = env.step_and_maybe_reset, env.step, env.maybe_reset
         plain_step, next_of = type(env).step is EnvBase.step, env.next_of
@@ -400,11 +417,131 @@ class SyncDataCollector(DataCollectorBase):
                             self._step_count[done] = 0
         self._carry, self._traj_ids = carry, ids
         batch = rec.finish(out, TRAJ_KEY if track else None)
+        if not random and self._on_views is not None:
+            self._on_views.learn(batch)
+        return self._complete(batch)
+
+    def _complete(self, batch: TensorDictBase) -> TensorDictBase:
         if self.set_truncated:
             self._mark_last_truncated(batch)
         if self.storing_device is not None and batch.device != self.storing_device:
             batch = batch.to(self.storing_device)
         return batch
+
+    # ------------------------------------------------------------------ fast path
+    def _buffered_batch(
+        self, carry: TensorDictBase, out: TensorDictBase | None
+    ) -> TensorDictBase | None:
+        """The batch of random steps written in place by the env's stepper, or ``None``.
+
+        The env's ``buffered_stepper`` (``rl_envs_core.extension``) writes each step
+        into the preallocated batch; the batch of random draws is copied in as the
+        actions; the trajectory ids come from the done flags at the end. ``None``
+        when an option needs the general path (``max_frames_per_traj``, no
+        ``"done"`` entry) or the env declines; nothing was stepped then.
+        """
+        if self.max_frames_per_traj is not None or self._done_key != "done":
+            return None
+        engine = BufferedRollout.cached(self.env)
+        if engine is None:
+            return None
+        steps, dim = self._steps, len(self.env.batch_size)
+        if out is not None:
+            if not engine.fits(out, steps):
+                return None
+            batch = out
+        else:
+            batch = engine.allocate(steps)
+        draws = self._random
+        for (key, _), draw in zip(draws.leaves, draws.draws):
+            batch.get(key).copy_(draw.movedim(0, dim) if dim else draw)
+        following = engine.run(carry, batch)
+        if following is None:
+            return None
+        self._carry = following
+        if self.track_traj_ids:
+            ids = self._ids_of(batch.get(("next", "done")))
+            if out is not None:
+                out.get(TRAJ_KEY).copy_(ids)
+            else:
+                batch.set(TRAJ_KEY, ids)
+        return batch
+
+    def _policy_batch(
+        self, carry: TensorDictBase, out: TensorDictBase | None
+    ) -> TensorDictBase | None:
+        """The batch of policy steps written in place, or ``None`` (general path).
+
+        The env steps one step at a time through its stepper's per-step mode
+        (``BufferedRollout.start``); before each step the policy is called on views
+        of the step's root entries and its outputs are copied into the batch (see
+        ``_in_place.PolicyOnViews``). ``None`` until a batch of the general path
+        showed what the policy writes, and whenever an option, the policy or the
+        env needs the general path; nothing was stepped then.
+        """
+        if self.max_frames_per_traj is not None or self._done_key != "done":
+            return None
+        if self.policy_device is not None and self.policy_device.type != "cpu":
+            return None
+        if len(self.env.batch_size) > 1:
+            return None  # a step's resets are written by env index: one batch dim at most
+        engine = BufferedRollout.cached(self.env)
+        if engine is None:
+            return None
+        plan = self._on_views
+        if plan is None or plan.carried != engine.carried:
+            plan = self._on_views = PolicyOnViews(self.env, self.policy, engine.carried)
+        if not plan.ready:
+            return None
+        steps = self._steps
+        if out is not None:
+            if not (engine.fits(out, steps) and plan.fits(out)):
+                return None
+            batch = out
+        else:
+            batch = engine.allocate(steps)
+            plan.allocate(batch)
+        carry = carry.exclude(*plan.outputs)  # the policy's entries of a previous step
+        run = engine.start(carry, batch, read=plan.inputs)
+        if run is None:
+            return None
+        with set_exploration_type(self.exploration_type):
+            plan.collect(run, batch, steps)
+        self._carry = run.following(carry.device)
+        if self.track_traj_ids:
+            ids = self._ids_of(batch.get(("next", "done")))
+            if out is not None:
+                out.get(TRAJ_KEY).copy_(ids)
+            else:
+                batch.set(TRAJ_KEY, ids)
+        return batch
+
+    def _ids_of(self, done: torch.Tensor) -> torch.Tensor:
+        """``[*batch, T]`` trajectory ids of a batch whose ``("next", "done")`` is ``done``.
+
+        The ids the per-step path gives: a finished env takes a new id from the next
+        step on, new ids handed out in order of step, then env. Updates the ids the
+        next batch starts from.
+        """
+        n, steps = self.n_env, self._steps
+        ends = done.reshape(n, steps, -1).any(-1).T  # [T, n], time-major: the order of new ids
+        current = self._traj_ids.reshape(n)
+        count = int(ends.sum())
+        table = torch.empty(steps + 1, n, dtype=current.dtype)
+        table[0] = current
+        starts = torch.zeros(steps + 1, n, dtype=torch.bool)
+        starts[0] = True
+        if count:
+            flat = ends.reshape(-1)
+            rank = (flat.cumsum(0) - 1).clamp_(min=0)
+            table[1:] = self._new_ids(count)[rank].reshape(steps, n)
+            starts[1:] = ends
+        rows = torch.arange(steps + 1).unsqueeze(-1)
+        latest = torch.where(starts, rows, 0).cummax(0).values
+        filled = table.gather(0, latest)
+        batch = self.env.batch_size
+        self._traj_ids = filled[steps].reshape(batch).clone()
+        return filled[:steps].T.reshape(*batch, steps)
 
     def _mark_last_truncated(self, batch: TensorDictBase) -> None:
         if self._truncated_key is None:

@@ -19,6 +19,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_env_adapters._classproperty import classproperty
+from rl_env_adapters._envpool._buffered import PoolStepper, pool_stepper
 from rl_env_adapters._envpool._resets import PoolResets
 from rl_env_adapters._envpool._specs import (
     check_seed,
@@ -227,6 +228,28 @@ class MultiThreadedEnvWrapper(EnvBase):
             "reseeded. Build it with envpool.make(..., seed=N), or use MultiThreadedEnv, "
             "which rebuilds its pool on set_seed."
         )
+
+    def buffered_stepper(self, batch: TensorDictBase) -> PoolStepper | None:
+        """Step straight into ``batch``'s tensors (``SupportsBufferedSteps``), or decline.
+
+        The fast path of the collectors and ``rollout``: see
+        ``rl_envs_core.extension.SupportsBufferedSteps``. A synchronous pool with one
+        array observation, ``frame_skip=1`` and no overridden step gets a stepper
+        writing EnvPool's batched arrays into ``batch`` once a first step went
+        through ``env.step``'s checks; anything else gets ``None``.
+
+        Examples:
+            >>> import torch
+            >>> from rl_env_adapters import MultiThreadedEnv
+            >>> from rl_envs_core.extension import BufferedRollout
+            >>> env = MultiThreadedEnv(2, "CartPole-v1")
+            >>> _ = env.rand_step(env.reset())  # a first step through env.step's checks
+            >>> batch = BufferedRollout.of(env).allocate(3)
+            >>> batch["action"] = env.action_spec.rand(torch.Size([3])).transpose(0, 1)
+            >>> env.buffered_stepper(batch) is not None
+            True
+        """
+        return pool_stepper(self, MultiThreadedEnvWrapper, batch)
 
     # ------------------------------------------------------------------ extended API
     def async_reset(self) -> None:

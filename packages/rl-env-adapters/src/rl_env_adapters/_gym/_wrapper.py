@@ -19,6 +19,7 @@ from tensordict import TensorDictBase
 from rl_env_adapters import _compat
 from rl_env_adapters._gym._arrays import make_reader, make_writer
 from rl_env_adapters._gym._backend import gym_backend
+from rl_env_adapters._gym._buffered import GymStepper, gym_stepper
 from rl_env_adapters._gym._info import InfoDictReader
 from rl_env_adapters._gym._spaces import gym_space_to_spec
 from rl_env_adapters._step_scalars import StepScalars
@@ -307,6 +308,29 @@ class GymWrapper(GymLikeEnv):
             obs, info = self._reset_output_transform(self._env.reset(**kwargs))
         out = self._build_output(self.read_obs(obs))
         return self.read_info(info, out) if self._info_dict_reader else out
+
+    def buffered_stepper(self, batch: TensorDictBase) -> GymStepper | None:
+        """Step straight into ``batch``'s tensors (``SupportsBufferedSteps``), or decline.
+
+        The fast path of the collectors and ``rollout``: see
+        ``rl_envs_core.extension.SupportsBufferedSteps``. A single env with a ``Box``
+        observation and no info reader, frame skip or overridden step method gets a
+        stepper once a first step went through ``env.step``'s checks; anything else
+        gets ``None`` (the general path).
+
+        Examples:
+            >>> import torch
+            >>> from rl_env_adapters import GymEnv
+            >>> from rl_envs_core.extension import BufferedRollout
+            >>> env = GymEnv("CartPole-v1")
+            >>> _ = env.rand_step(env.reset())  # a first step through env.step's checks
+            >>> engine = BufferedRollout.of(env)
+            >>> batch = engine.allocate(3)
+            >>> batch["action"] = env.action_spec.rand(torch.Size([3]))
+            >>> env.buffered_stepper(batch) is not None
+            True
+        """
+        return gym_stepper(self, GymWrapper, batch)
 
     def __getattr__(self, name: str) -> Any:  # Any: whatever the gym env holds
         try:

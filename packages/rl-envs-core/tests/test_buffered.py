@@ -1,0 +1,159 @@
+"""The in-place rollout path: ``BufferedRollout`` and the ``buffered_stepper`` hook.
+
+Every test compares the fast path (``BufferedCountingEnv``) with the general one
+(``CountingEnv``, the same dynamics without the hook) on the same seed: the data
+must be bit-equal, and the env and the random generator left in the same state.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rl_envs_core.extension import (
+    BufferedRollout,
+    BufferedStepper,
+    SupportsBufferedSteps,
+    steps_checked,
+)
+from rl_envs_core.testing import BufferedCountingEnv, CountingEnv
+
+BATCHES = [(), (3,)]
+
+
+def assert_same(a, b) -> None:
+    assert a.batch_size == b.batch_size
+    assert a.names == b.names
+    # the same entries (the order of "next" follows the specs, not CountingEnv's _step)
+    assert set(a.keys(True, True)) == set(b.keys(True, True))
+    for key in b.keys(True, True):
+        x, y = a.get(key), b.get(key)
+        assert x.dtype == y.dtype and x.shape == y.shape, key
+        assert torch.equal(x, y), key
+
+
+def _pair(batch_size, max_steps=3):
+    fast = BufferedCountingEnv(max_steps=max_steps, batch_size=batch_size)
+    slow = CountingEnv(max_steps=max_steps, batch_size=batch_size)
+    return fast, slow
+
+
+def _rollouts(env, seed, **kwargs):
+    torch.manual_seed(seed)
+    env.rollout(2, break_when_any_done=False)  # the first step of an env is checked
+    out = [env.rollout(7, **kwargs) for _ in range(3)]
+    return out, torch.rand(3)  # what the generator gives next
+
+
+def test_the_protocols_recognise_a_stepping_env():
+    env = BufferedCountingEnv()
+    assert isinstance(env, SupportsBufferedSteps)
+    assert not isinstance(CountingEnv(), SupportsBufferedSteps)
+    engine = BufferedRollout.of(env)
+    batch = engine.allocate(4)
+    assert env.buffered_stepper(batch) is None  # until a first step went through the checks
+    env.rand_step(env.reset())
+    assert isinstance(env.buffered_stepper(batch), BufferedStepper)
+
+
+def test_steps_checked_follows_the_first_step_and_run_type_checks():
+    env = BufferedCountingEnv()
+    assert not steps_checked(env)
+    env.rand_step(env.reset())
+    assert steps_checked(env)
+    env.run_type_checks = True
+    assert not steps_checked(env)
+
+
+def test_an_env_without_the_hook_has_no_engine():
+    assert BufferedRollout.of(CountingEnv()) is None
+
+
+@pytest.mark.parametrize("batch_size", BATCHES)
+def test_allocate_lays_out_a_ted_batch_from_the_specs(batch_size):
+    batch = BufferedRollout.of(BufferedCountingEnv(batch_size=batch_size)).allocate(5)
+    assert batch.batch_size == torch.Size([*batch_size, 5])
+    assert batch.names[-1] == "time"
+    assert batch["observation"].shape == torch.Size([*batch_size, 5, 1])
+    assert batch["next", "reward"].dtype == torch.float32
+    assert batch["next", "done"].dtype == torch.bool
+    assert batch["action"].dtype == torch.int64
+
+
+@pytest.mark.parametrize("batch_size", BATCHES)
+def test_random_rollout_is_bit_equal_to_the_general_path(batch_size):
+    fast, slow = _pair(batch_size)
+    got, next_fast = _rollouts(fast, 0, break_when_any_done=False)
+    want, next_slow = _rollouts(slow, 0, break_when_any_done=False)
+    assert fast.buffered_batches == 3  # the first rollout went through the checks
+    for a, b in zip(got, want):
+        assert_same(a, b)
+    assert torch.equal(fast.count, slow.count)  # no reset after the last step
+    assert torch.equal(next_fast, next_slow)  # the generator advanced alike
+
+
+@pytest.mark.parametrize("batch_size", BATCHES)
+def test_set_truncated_and_out_work_on_the_fast_path(batch_size):
+    fast, slow = _pair(batch_size, max_steps=10)
+    kwargs = {"break_when_any_done": False, "set_truncated": True}
+    got, _ = _rollouts(fast, 1, **kwargs)
+    want, _ = _rollouts(slow, 1, **kwargs)
+    assert_same(got[-1], want[-1])
+    assert bool(got[-1]["next", "truncated"][..., -1, :].all())
+    out = BufferedRollout.of(fast).allocate(7)
+    result = fast.rollout(7, break_when_any_done=False, out=out)
+    assert result is out
+
+
+def test_rollouts_that_stop_at_a_done_take_the_general_path():
+    fast, slow = _pair((), max_steps=3)
+    got, _ = _rollouts(fast, 0)
+    want, _ = _rollouts(slow, 0)
+    assert fast.buffered_batches == 0
+    for a, b in zip(got, want):
+        assert_same(a, b)
+
+
+def test_a_declining_stepper_leaves_the_general_path_untouched():
+    fast, slow = _pair((2,))
+    fast.decline = True
+    got, next_fast = _rollouts(fast, 3, break_when_any_done=False)
+    want, next_slow = _rollouts(slow, 3, break_when_any_done=False)
+    for a, b in zip(got, want):
+        assert_same(a, b)
+    assert torch.equal(next_fast, next_slow)  # the batch of draws was given back
+
+
+def test_a_policy_or_callback_takes_the_general_path():
+    env = BufferedCountingEnv()
+    env.rollout(2, break_when_any_done=False)
+    env.rollout(3, policy=env.rand_action, break_when_any_done=False)
+    env.rollout(3, callback=lambda e, td: None, break_when_any_done=False)
+    assert env.buffered_batches == 0
+
+
+def test_run_writes_resets_over_the_carried_root():
+    env = BufferedCountingEnv(max_steps=2, batch_size=(2,))
+    env.rollout(1, break_when_any_done=False)
+    assert env.buffered_batches == 0
+    engine = BufferedRollout.of(env)
+    batch = engine.allocate(5)
+    batch["action"].zero_()
+    following = engine.run(env.reset(), batch)
+    assert batch["observation"][0].squeeze(-1).tolist() == [0, 1, 0, 1, 0]
+    assert batch["next", "observation"][0].squeeze(-1).tolist() == [1, 2, 1, 2, 1]
+    assert not bool(batch["done"].any())
+    assert following["observation"].squeeze(-1).tolist() == [1, 1]
+
+
+def test_an_engine_built_before_a_spec_change_steps_nothing():
+    env = BufferedCountingEnv(batch_size=(2,))
+    env.rollout(1, break_when_any_done=False)
+    engine = BufferedRollout.cached(env)
+    assert engine is BufferedRollout.cached(env)  # kept while the specs stay
+    env.observation_spec = env.observation_spec.clone()  # a new version of the specs
+    assert not engine.current
+    batch = engine.allocate(3)
+    assert engine.run(env.reset(), batch) is None
+    assert env.buffered_batches == 0
+    assert BufferedRollout.cached(env) is not engine
