@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from rl_stack.collectors import SyncDataCollector
+from rl_stack.data import OneHot
 from rl_stack.envs import GymEnv, MultiThreadedEnv, ParallelEnv, SerialEnv
 
 pytest.importorskip("gymnasium")
@@ -97,18 +98,22 @@ def test_batched_gym_collectors_in_place_equal_the_general_path(batched):
 
 # ------------------------------------------------------------------ with a policy
 class _Linear(torch.nn.Module):
-    """A deterministic policy: one-hot argmax of a seeded ``Linear``, and its logits."""
+    """A deterministic policy: argmax of a seeded ``Linear`` in the spec's encoding, and
+    its logits."""
 
-    def __init__(self, dtype):
+    def __init__(self, spec):
         super().__init__()
         torch.manual_seed(3)
         self.linear = torch.nn.Linear(4, 2)
-        self.dtype = dtype
+        self.dtype = spec.dtype
+        self.one_hot = isinstance(spec, OneHot)  # EnvPool gives indices, GymEnv one-hot
+
+    def encode(self, index):
+        return (torch.nn.functional.one_hot(index, 2) if self.one_hot else index).to(self.dtype)
 
     def forward(self, observation):
         logits = self.linear(observation)
-        action = torch.nn.functional.one_hot(logits.argmax(-1), 2).to(self.dtype)
-        return action, logits
+        return self.encode(logits.argmax(-1)), logits
 
 
 class _Sampled(_Linear):
@@ -116,20 +121,19 @@ class _Sampled(_Linear):
 
     def forward(self, observation):
         logits = self.linear(observation)
-        index = torch.distributions.Categorical(logits=logits).sample()
-        return torch.nn.functional.one_hot(index, 2).to(self.dtype), logits
+        return self.encode(torch.distributions.Categorical(logits=logits).sample()), logits
 
 
 def _module(env, cls=_Linear):
     from tensordict.nn import TensorDictModule
 
     return TensorDictModule(
-        cls(env.action_spec.dtype), in_keys=["observation"], out_keys=["action", "logits"]
+        cls(env.action_spec), in_keys=["observation"], out_keys=["action", "logits"]
     )
 
 
 def _plain(env):
-    linear = _Linear(env.action_spec.dtype)
+    linear = _Linear(env.action_spec)
     return lambda observation: linear(observation)[0]
 
 
@@ -186,7 +190,7 @@ def test_a_policy_changing_its_output_shape_in_place_gets_a_clear_error():
     from tensordict.nn import TensorDictModule
 
     env = _seeded(GymEnv("CartPole-v1"))
-    linear = _Linear(env.action_spec.dtype)
+    linear = _Linear(env.action_spec)
     calls = []
 
     def forward(observation):

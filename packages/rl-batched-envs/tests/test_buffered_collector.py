@@ -43,8 +43,11 @@ def _collect(env, n_batches=4, seed=0, **kwargs):
 
 def _compare(batch_size, max_steps=4, **kwargs):
     fast = BufferedCountingEnv(max_steps=max_steps, batch_size=batch_size)
+    slow = CountingEnv(max_steps=max_steps, batch_size=batch_size)
+    if kwargs.get("set_truncated"):  # the option marks an entry the envs must declare
+        fast, slow = fast.add_truncated_keys(), slow.add_truncated_keys()
     got = _collect(fast, **kwargs)
-    want = _collect(CountingEnv(max_steps=max_steps, batch_size=batch_size), **kwargs)
+    want = _collect(slow, **kwargs)
     for a, b in zip(got, want, strict=True):
         assert_same(a, b)
     return fast, got

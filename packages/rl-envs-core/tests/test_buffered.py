@@ -94,7 +94,7 @@ def test_random_rollout_is_bit_equal_to_the_general_path(batch_size):
 
 @pytest.mark.parametrize("batch_size", BATCHES)
 def test_set_truncated_and_out_work_on_the_fast_path(batch_size):
-    fast, slow = _pair(batch_size, max_steps=10)
+    fast, slow = (env.add_truncated_keys() for env in _pair(batch_size, max_steps=10))
     kwargs = {"break_when_any_done": False, "set_truncated": True}
     got, _ = _rollouts(fast, 1, **kwargs)
     want, _ = _rollouts(slow, 1, **kwargs)

@@ -131,13 +131,10 @@ class BufferedRollout:
     @classmethod
     def cached(cls, env: EnvBase) -> BufferedRollout | None:
         """:meth:`of`, computed once per version of ``env``'s specs (kept on the env)."""
-        keys = env._key_cache()  # a new dict whenever a spec is set
-        cached = env.__dict__.get("_buffered_rollout")
-        if cached is not None and cached[0] is keys:
-            return cached[1]
-        engine = cls.of(env)
-        env.__dict__["_buffered_rollout"] = (keys, engine)
-        return engine
+        keys = env._key_cache()  # a new dict whenever a spec is set: kept in it
+        if "buffered_rollout" not in keys:
+            keys["buffered_rollout"] = cls.of(env)
+        return keys["buffered_rollout"]
 
     @property
     def current(self) -> bool:

@@ -139,7 +139,7 @@ class _CountingStepper:
         self.steps = batch.batch_size[self.dim]
         nxt = batch.get("next")
         self.entries = [nxt.get(k) for k in ("observation", "reward", "done", "terminated")]
-        self.truncated = nxt.get("truncated")
+        self.truncated = nxt.get("truncated", None)  # present once add_truncated_keys()
 
     def fill(self, reset_last: bool = True) -> tuple | None:
         env, dim = self.env, self.dim
@@ -152,7 +152,8 @@ class _CountingStepper:
             reward.fill_(1.0)
             done_out.copy_(done)
             terminated.copy_(done)
-            self.truncated.select(dim, t).zero_()
+            if self.truncated is not None:
+                self.truncated.select(dim, t).zero_()
             if bool(done.any()) and (reset_last or t < self.steps - 1):
                 finished = done.reshape(-1).nonzero().squeeze(-1)
                 env.count = torch.where(done, 0, env.count)
