@@ -20,7 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rl_replay._ray_backend import ReplayActorDiedError
-from rl_replay._ray_transport import count
+from rl_replay._ray_staging import StagingBlock
+from rl_replay._ray_transport import count, pack, snapshot
 
 __all__ = ["PendingWrite", "WriteStage"]
 
@@ -29,16 +30,25 @@ __all__ = ["PendingWrite", "WriteStage"]
 class _Batch:
     """Writes staged for one shard and shipped together."""
 
-    def __init__(self, shard: int) -> None:
+    def __init__(self, shard: int, block: StagingBlock | None = None) -> None:
         self.shard = shard
-        self.items: list[Any] = []
+        self.items: list[Any] = []  # packed writes (when block is None)
+        self.block = block  # or: the writes are the rows of this shard's block
+        self.sizes: list[int] = []  # of the block's writes
+        self.payload: Any = None  # what the shard's call carries (made by _ship)
         self.since = time.monotonic()
         self.ref: Any = None
         self.indices: list[Any] | None = None
         self.error: BaseException | None = None
 
     @property
+    def writes(self) -> int:
+        return len(self.sizes) if self.block is not None else len(self.items)
+
+    @property
     def items_count(self) -> int:
+        if self.block is not None:
+            return sum(self.sizes)
         return sum(count(item) for item in self.items)
 
 
@@ -68,8 +78,14 @@ class PendingWrite:
 class WriteStage:
     """The client-side staging of a ``write_behind`` :class:`~rl_replay.RayReplayBuffer`.
 
+    Writes of a tensor or a tensordict of tensors are copied into the shard's
+    :class:`~rl_replay._ray_staging.StagingBlock` (a write of another layout ships
+    the shard's staged writes first); others are packed and copied one by one.
+
     Args:
-        send (callable): ``send(shard, items) -> ref`` makes the shard's call.
+        put (callable): ``put(payload) -> ref`` copies a block's rows out (``ray.put``).
+        send (callable): ``send(shard, payload) -> ref`` makes the shard's call; the
+            payload is a list of packed writes or the reference ``put`` returned.
         receive (callable): ``receive(shard, ref) -> list of indices`` waits for it
             (raising the shard's error, or :class:`ReplayActorDiedError`).
         limit (int): staged writes that make the client ship them.
@@ -81,37 +97,68 @@ class WriteStage:
 
     def __init__(
         self,
-        send: Callable[[int, list[Any]], Any],  # Any: packed writes -> a Ray reference
+        put: Callable[[Any], Any],  # Any: a block's rows -> a Ray reference
+        send: Callable[[int, Any], Any],  # Any: packed writes or a reference -> a reference
         receive: Callable[[int, Any], list[Any]],  # Any: a Ray reference -> the indices
         *,
         limit: int,
         interval: float | None,
         on_lost: Callable[[int, int], None],
     ) -> None:
-        self._send, self._receive, self._on_lost = send, receive, on_lost
+        self._put, self._send, self._receive, self._on_lost = put, send, receive, on_lost
         self.limit, self.interval = limit, interval
         self.lock = threading.RLock()
         self._staged: dict[int, _Batch] = {}
         self._inflight: dict[int, _Batch] = {}
+        self._blocks: dict[int, StagingBlock] = {}
         self._deferred: list[BaseException] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
     # ------------------------------------------------------------ client calls
-    def add(self, shard: int, packed: Any) -> PendingWrite:
-        """Stage one packed write for ``shard``; ship everything at ``limit`` writes."""
+    def add(self, shard: int, data: Any) -> PendingWrite:
+        """Stage (a copy of) one write for ``shard``; ship everything at ``limit`` writes."""
         with self.lock:
             self.raise_deferred()
-            batch = self._staged.get(shard)
-            if batch is None:
-                batch = self._staged[shard] = _Batch(shard)
-            batch.items.append(packed)
-            pending = PendingWrite(self, batch, len(batch.items) - 1)
-            if sum(len(b.items) for b in self._staged.values()) >= self.limit:
+            batch = self._stage_in_block(shard, data)
+            if batch is None:  # not a block's layout: packed
+                staged = self._staged.get(shard)
+                if staged is not None and staged.block is not None:
+                    self._ship(shard, block=True)  # the block's rows go first
+                batch = self._staged.get(shard)
+                if batch is None:
+                    batch = self._staged[shard] = _Batch(shard)
+                batch.items.append(snapshot(pack(data)))
+            pending = PendingWrite(self, batch, batch.writes - 1)
+            if sum(b.writes for b in self._staged.values()) >= self.limit:
                 for staged in list(self._staged):
                     self._ship(staged, block=True)
             self._start_thread()
         return pending
+
+    def _stage_in_block(self, shard: int, data: Any) -> _Batch | None:
+        """Copy ``data`` into the shard's block; the batch it joined, or ``None``."""
+        staged = self._staged.get(shard)
+        if staged is not None and staged.block is None:
+            if not StagingBlock.takes(data):
+                return None  # packed after packed writes
+            self._ship(shard, block=True)  # packed writes go first
+        block = self._blocks.get(shard)
+        if block is None or not block.add(data):
+            if block is not None and block.used:
+                self._ship(shard, block=True)  # full, or another layout: ship it first
+            if block is None or not block.add(data):
+                block = StagingBlock.build(data, self.limit)
+                if block is None:
+                    return None
+                self._blocks[shard] = block
+                if not block.add(data):
+                    return None
+        batch = self._staged.get(shard)
+        if batch is None:
+            batch = self._staged[shard] = _Batch(shard, block)
+        batch.sizes.append(block.sizes[-1])
+        return batch
 
     def flush(self) -> None:
         """Ship every staged write and wait for every write in flight; raise their errors."""
@@ -144,15 +191,30 @@ class WriteStage:
         with self.lock:
             self._staged.clear()
             self._inflight.clear()
+            self._blocks.clear()
             self._deferred.clear()
 
     # ------------------------------------------------------------ shipping
     def _ship(self, shard: int, *, block: bool) -> None:
-        """Send the shard's staged writes once its previous call is answered."""
+        """Send the shard's staged writes once its previous call is answered.
+
+        A block's rows are copied out (``put``) before waiting for that call, so
+        the block takes new writes while the previous call is still in flight.
+        """
         previous = self._inflight.get(shard)
-        if previous is not None:
-            if not block and not _ready(previous.ref):
+        if previous is not None and not block and not _ready(previous.ref):
+            return
+        staged = self._staged.get(shard)
+        if staged is not None and staged.payload is None:
+            try:
+                staged.payload = (
+                    self._put(staged.block.take()) if staged.block is not None else staged.items
+                )
+            except BaseException as err:  # e.g. the object store is full
+                self._staged.pop(shard)
+                self._fail(staged, err)
                 return
+        if previous is not None:
             self._finish(self._inflight.pop(shard))
         batch = self._staged.pop(shard, None)
         if batch is None:
@@ -161,7 +223,7 @@ class WriteStage:
             self._fail(batch, previous.error)  # the shard is gone: its staged writes too
             return
         try:
-            batch.ref = self._send(shard, batch.items)
+            batch.ref = self._send(shard, batch.payload)
         except BaseException as err:  # a dead shard refuses the call itself
             self._fail(batch, err)
             return
@@ -187,7 +249,7 @@ class WriteStage:
     def _fail(self, batch: _Batch, err: BaseException) -> None:
         if not any(note.startswith("RayReplayBuffer") for note in getattr(err, "__notes__", [])):
             err.add_note(
-                f"RayReplayBuffer(write_behind=...): raised by {len(batch.items)} write(s) "
+                f"RayReplayBuffer(write_behind=...): raised by {batch.writes} write(s) "
                 f"staged earlier for shard {batch.shard}; the call that reports it did not "
                 "run (call it again)."
             )
