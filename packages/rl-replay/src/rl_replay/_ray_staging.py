@@ -86,6 +86,22 @@ class StagingBlock:
             return None
         return cls(data, max(1, writes) * max(1, int(data.shape[0])))
 
+    def empty_like(self) -> StagingBlock:
+        """Another block of this layout and size (its rows are allocated, not written)."""
+        other = object.__new__(StagingBlock)
+        other.tail, other.batch_tail, other.keys = self.tail, self.batch_tail, self.keys
+        other.dsts = [torch.empty_like(dst) for dst in self.dsts]
+        other.table, other.rows, other.used, other.sizes = self.table, self.rows, 0, []
+        return other
+
+    def same_layout(self, other: StagingBlock) -> bool:
+        """Whether ``other`` holds the same writes (layout and rows) as this block."""
+        return (self.table, self.batch_tail, self.rows) == (
+            other.table,
+            other.batch_tail,
+            other.rows,
+        )
+
     def add(self, data: Any) -> bool:
         """Copy ``data`` into the next free rows; ``False`` (nothing kept) if it does not fit."""
         n = int(data.shape[0]) if data.ndim else 0
