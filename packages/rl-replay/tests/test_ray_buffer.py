@@ -348,6 +348,14 @@ class TestBatching:
             assert rb[i * 3 + 1]["obs"].item() == i * 3 + 1
         assert rb[19]["x"].item() == 1 and rb[21]["obs"].item() == 19
 
+    def test_a_staged_write_keeps_the_values_it_had_when_written(self, buffers):
+        rb = buffers(storage=LazyTensorStorage(100), write_behind=8, flush_interval=None)
+        reused = _td(0, 4)
+        for step in range(12):  # a collector refilling one tensordict in place
+            reused["obs"].copy_(torch.arange(step * 4, step * 4 + 4).float())
+            rb.extend(reused)
+        assert rb[:]["obs"].tolist() == [float(i) for i in range(48)]
+
     def test_staged_writes_round_robin_over_shards_in_order(self, buffers):
         rb = buffers(storage=LazyTensorStorage(50), write_behind=3, num_shards=2,
                      flush_interval=0.05)  # fmt: skip
