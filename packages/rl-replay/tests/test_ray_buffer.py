@@ -337,6 +337,46 @@ class TestBatching:
             len(rb)
         assert info.value.lost_inserts == 5
 
+    def test_staged_tensordicts_of_two_layouts_are_stored_as_written(self, buffers):
+        rb = buffers(storage=ListStorage(100), write_behind=4, flush_interval=None)
+        plain = [rb.extend(_td(i * 3, i * 3 + 3)) for i in range(6)]  # 4: one flush
+        other = rb.extend(TensorDict({"x": torch.arange(2)}, [2]))  # ships the block first
+        last = rb.extend(_td(18, 20))
+        positions = [p.result().tolist() for p in (*plain, other, last)]
+        assert positions == [[*range(i * 3, i * 3 + 3)] for i in range(6)] + [[18, 19], [20, 21]]
+        for i in range(6):
+            assert rb[i * 3 + 1]["obs"].item() == i * 3 + 1
+        assert rb[19]["x"].item() == 1 and rb[21]["obs"].item() == 19
+
+    def test_a_staged_write_keeps_the_values_it_had_when_written(self, buffers):
+        rb = buffers(storage=LazyTensorStorage(100), write_behind=8, flush_interval=None)
+        reused = _td(0, 4)
+        for step in range(12):  # a collector refilling one tensordict in place
+            reused["obs"].copy_(torch.arange(step * 4, step * 4 + 4).float())
+            rb.extend(reused)
+        assert rb[:]["obs"].tolist() == [float(i) for i in range(48)]
+
+    def test_staged_writes_round_robin_over_shards_in_order(self, buffers):
+        rb = buffers(storage=LazyTensorStorage(50), write_behind=3, num_shards=2,
+                     flush_interval=0.05)  # fmt: skip
+        pending = [rb.extend(_td(i * 2, i * 2 + 2)) for i in range(10)]
+        rb._flush()
+        got = [p.result() for p in pending]
+        assert [g.tolist() for g in got[:4]] == [[0, 1], [50, 51], [2, 3], [52, 53]]
+        stored = rb.sample(200, return_info=True)
+        values = dict(zip(stored[1]["index"].tolist(), stored[0]["obs"].tolist(), strict=True))
+        for i, index in enumerate(got):
+            for k, position in enumerate(index.tolist()):
+                assert values.get(position, i * 2 + k) == i * 2 + k
+
+    def test_prefetched_batches_of_one_draw_hold_stored_items(self, buffers):
+        rb = buffers(storage=LazyTensorStorage(100), batch_size=16, prefetch=4)
+        rb.extend(_td(0, 40))
+        for _ in range(6):
+            data, info = rb.sample(return_info=True)
+            assert data.shape == (16,)
+            assert data["obs"].tolist() == info["index"].float().tolist()
+
     def test_prefetch_brings_several_batches_per_call(self, buffers):
         rb = buffers(storage=LazyTensorStorage(20), batch_size=2, rate_limiter=Queue(20),
                      timeout=0.3, prefetch=4)  # fmt: skip

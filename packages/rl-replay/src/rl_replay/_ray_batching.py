@@ -16,11 +16,14 @@ from __future__ import annotations
 import threading
 import time
 import weakref
+from collections import deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from rl_replay._ray_backend import ReplayActorDiedError
-from rl_replay._ray_transport import count
+from rl_replay._ray_staging import StagingBlock
+from rl_replay._ray_transport import count, pack, snapshot
 
 __all__ = ["PendingWrite", "WriteStage"]
 
@@ -29,16 +32,25 @@ __all__ = ["PendingWrite", "WriteStage"]
 class _Batch:
     """Writes staged for one shard and shipped together."""
 
-    def __init__(self, shard: int) -> None:
+    def __init__(self, shard: int, block: StagingBlock | None = None) -> None:
         self.shard = shard
-        self.items: list[Any] = []
+        self.items: list[Any] = []  # packed writes (when block is None)
+        self.block = block  # or: the writes are the rows of this shard's block
+        self.sizes: list[int] = []  # of the block's writes
+        self.payload: Future | None = None  # what the shard's call carries (made by _seal)
         self.since = time.monotonic()
         self.ref: Any = None
         self.indices: list[Any] | None = None
         self.error: BaseException | None = None
 
     @property
+    def writes(self) -> int:
+        return len(self.sizes) if self.block is not None else len(self.items)
+
+    @property
     def items_count(self) -> int:
+        if self.block is not None:
+            return sum(self.sizes)
         return sum(count(item) for item in self.items)
 
 
@@ -68,8 +80,14 @@ class PendingWrite:
 class WriteStage:
     """The client-side staging of a ``write_behind`` :class:`~rl_replay.RayReplayBuffer`.
 
+    Writes of a tensor or a tensordict of tensors are copied into the shard's
+    :class:`~rl_replay._ray_staging.StagingBlock` (a write of another layout ships
+    the shard's staged writes first); others are packed and copied one by one.
+
     Args:
-        send (callable): ``send(shard, items) -> ref`` makes the shard's call.
+        put (callable): ``put(payload) -> ref`` copies a block's rows out (``ray.put``).
+        send (callable): ``send(shard, payload) -> ref`` makes the shard's call; the
+            payload is a list of packed writes or the reference ``put`` returned.
         receive (callable): ``receive(shard, ref) -> list of indices`` waits for it
             (raising the shard's error, or :class:`ReplayActorDiedError`).
         limit (int): staged writes that make the client ship them.
@@ -81,42 +99,82 @@ class WriteStage:
 
     def __init__(
         self,
-        send: Callable[[int, list[Any]], Any],  # Any: packed writes -> a Ray reference
+        put: Callable[[Any], Any],  # Any: a block's rows -> a Ray reference
+        send: Callable[[int, Any], Any],  # Any: packed writes or a reference -> a reference
         receive: Callable[[int, Any], list[Any]],  # Any: a Ray reference -> the indices
         *,
         limit: int,
         interval: float | None,
         on_lost: Callable[[int, int], None],
     ) -> None:
-        self._send, self._receive, self._on_lost = send, receive, on_lost
+        self._put, self._send, self._receive, self._on_lost = put, send, receive, on_lost
         self.limit, self.interval = limit, interval
         self.lock = threading.RLock()
         self._staged: dict[int, _Batch] = {}
         self._inflight: dict[int, _Batch] = {}
+        self._blocks: dict[int, StagingBlock] = {}  # where the shard's next writes go
+        self._free: dict[int, list[StagingBlock]] = {}  # blocks copied out (by _put)
+        self._sealed: dict[int, deque[_Batch]] = {}  # batches waiting to be sent, in order
+        self._putter: ThreadPoolExecutor | None = None
         self._deferred: list[BaseException] = []
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
 
     # ------------------------------------------------------------ client calls
-    def add(self, shard: int, packed: Any) -> PendingWrite:
-        """Stage one packed write for ``shard``; ship everything at ``limit`` writes."""
+    def add(self, shard: int, data: Any) -> PendingWrite:
+        """Stage (a copy of) one write for ``shard``; ship everything at ``limit`` writes."""
         with self.lock:
             self.raise_deferred()
-            batch = self._staged.get(shard)
-            if batch is None:
-                batch = self._staged[shard] = _Batch(shard)
-            batch.items.append(packed)
-            pending = PendingWrite(self, batch, len(batch.items) - 1)
-            if sum(len(b.items) for b in self._staged.values()) >= self.limit:
+            batch = self._stage_in_block(shard, data)
+            if batch is None:  # not a block's layout: packed
+                staged = self._staged.get(shard)
+                if staged is not None and staged.block is not None:
+                    self._ship(shard, block=True)  # the block's rows go first
+                batch = self._staged.get(shard)
+                if batch is None:
+                    batch = self._staged[shard] = _Batch(shard)
+                batch.items.append(snapshot(pack(data)))
+            pending = PendingWrite(self, batch, batch.writes - 1)
+            if sum(b.writes for b in self._staged.values()) >= self.limit:
                 for staged in list(self._staged):
-                    self._ship(staged, block=True)
+                    # the shard's previous flush is sent (its block free again); this
+                    # one is copied out by the putter thread while the client goes on
+                    self._drain(staged, block=True)
+                    self._seal(staged)
+                    self._drain(staged, block=False)
             self._start_thread()
         return pending
+
+    def _stage_in_block(self, shard: int, data: Any) -> _Batch | None:
+        """Copy ``data`` into the shard's block; the batch it joined, or ``None``."""
+        staged = self._staged.get(shard)
+        if staged is not None and staged.block is None:
+            if not StagingBlock.takes(data):
+                return None  # packed after packed writes
+            self._ship(shard, block=True)  # packed writes go first
+        block = self._blocks.get(shard)
+        if block is None or not block.add(data):
+            if block is not None and block.used:
+                self._ship(shard, block=True)  # full, or another layout: ship it first
+                block = self._blocks.get(shard)  # the next block (that one is copied out)
+            if block is None or not block.add(data):
+                block = StagingBlock.build(data, self.limit)
+                if block is None:
+                    return None
+                self._blocks[shard] = block
+                self._free.pop(shard, None)  # blocks of the former layout
+                if not block.add(data):
+                    return None
+        batch = self._staged.get(shard)
+        if batch is None:
+            batch = self._staged[shard] = _Batch(shard, block)
+        batch.sizes.append(block.sizes[-1])
+        return batch
 
     def flush(self) -> None:
         """Ship every staged write and wait for every write in flight; raise their errors."""
         with self.lock:
-            for shard in list(self._staged):
+            for shard in {*self._staged, *self._sealed}:
                 self._ship(shard, block=True)
             for shard in list(self._inflight):
                 self._finish(self._inflight.pop(shard))
@@ -124,7 +182,7 @@ class WriteStage:
 
     def wait_for(self, batch: _Batch) -> None:
         with self.lock:
-            if self._staged.get(batch.shard) is batch:
+            if self._staged.get(batch.shard) is batch or batch in self._sealed.get(batch.shard, ()):
                 self._ship(batch.shard, block=True)
             if self._inflight.get(batch.shard) is batch:
                 self._finish(self._inflight.pop(batch.shard))
@@ -144,40 +202,95 @@ class WriteStage:
         with self.lock:
             self._staged.clear()
             self._inflight.clear()
+            self._blocks.clear()
+            self._sealed.clear()
             self._deferred.clear()
+        if self._putter is not None:
+            self._putter.shutdown(wait=False)
 
     # ------------------------------------------------------------ shipping
     def _ship(self, shard: int, *, block: bool) -> None:
-        """Send the shard's staged writes once its previous call is answered."""
-        previous = self._inflight.get(shard)
-        if previous is not None:
-            if not block and not _ready(previous.ref):
-                return
-            self._finish(self._inflight.pop(shard))
+        """Send the shard's sealed and staged writes in order (``block``: wait for them)."""
+        self._seal(shard)
+        self._drain(shard, block=block)
+
+    def _seal(self, shard: int) -> None:
+        """End the shard's staged batch: its payload is made, and it waits to be sent.
+
+        A block's rows are copied out (``put``) by the putter thread, and the shard's
+        next writes go to another block meanwhile (at most two per shard: ``add``
+        sends a shard's sealed batch before sealing the next).
+        """
         batch = self._staged.pop(shard, None)
         if batch is None:
             return
-        if previous is not None and isinstance(previous.error, ReplayActorDiedError):
-            self._fail(batch, previous.error)  # the shard is gone: its staged writes too
-            return
+        if batch.block is None:
+            batch.payload = Future()
+            batch.payload.set_result(batch.items)
+        else:
+            full = batch.block
+            free = self._free.get(shard, [])
+            reuse = free and free[-1].same_layout(full)
+            self._blocks[shard] = free.pop() if reuse else full.empty_like()
+            if self._putter is None:
+                self._putter = ThreadPoolExecutor(1, thread_name_prefix="RayReplayBuffer-put")
+            batch.payload = self._putter.submit(self._put_block, shard, full, full.take())
+            stage_ref = weakref.ref(self)
+            batch.payload.add_done_callback(lambda _: _try_drain(stage_ref, shard))
+        self._sealed.setdefault(shard, deque()).append(batch)
+
+    def _put_block(self, shard: int, block: StagingBlock, rows: Any) -> Any:
         try:
-            batch.ref = self._send(shard, batch.items)
-        except BaseException as err:  # a dead shard refuses the call itself
-            self._fail(batch, err)
-            return
-        self._inflight[shard] = batch
+            return self._put(rows)
+        finally:
+            if self._blocks.get(shard) is not None and self._blocks[shard].same_layout(block):
+                self._free.setdefault(shard, []).append(block)  # takes writes again
+
+    def _drain(self, shard: int, *, block: bool) -> None:
+        """Send the shard's sealed batches, each once its previous call is answered."""
+        queue = self._sealed.get(shard)
+        while queue:
+            head = queue[0]
+            previous = self._inflight.get(shard)
+            if not block and (
+                not head.payload.done() or (previous is not None and not _ready(previous.ref))
+            ):
+                return
+            try:
+                payload = head.payload.result()
+            except BaseException as err:  # e.g. the object store is full
+                queue.popleft()
+                self._fail(head, err)
+                continue
+            if previous is not None:
+                self._finish(self._inflight.pop(shard))  # a dead shard empties the queue
+            if not queue or queue[0] is not head:
+                continue
+            queue.popleft()
+            if previous is not None and isinstance(previous.error, ReplayActorDiedError):
+                self._fail(head, previous.error)  # the shard is gone: its staged writes too
+                continue
+            try:
+                head.ref = self._send(shard, payload)
+            except BaseException as err:  # a dead shard refuses the call itself
+                self._fail(head, err)
+                continue
+            self._inflight[shard] = head
 
     def _finish(self, batch: _Batch) -> None:
         try:
             results = self._receive(batch.shard, batch.ref)
         except ReplayActorDiedError as err:
+            waiting = list(self._sealed.pop(batch.shard, ()))
             staged = self._staged.pop(batch.shard, None)
-            lost = batch.items_count + (staged.items_count if staged else 0)
+            if staged is not None:
+                waiting.append(staged)
+            lost = batch.items_count + sum(other.items_count for other in waiting)
             err.lost_inserts += lost
             self._on_lost(batch.shard, lost)
             self._fail(batch, err)
-            if staged is not None:
-                staged.error = err
+            for other in waiting:
+                other.error = err
             return
         except BaseException as err:  # the shard's own error, typed as it raised it
             self._fail(batch, err)
@@ -187,7 +300,7 @@ class WriteStage:
     def _fail(self, batch: _Batch, err: BaseException) -> None:
         if not any(note.startswith("RayReplayBuffer") for note in getattr(err, "__notes__", [])):
             err.add_note(
-                f"RayReplayBuffer(write_behind=...): raised by {len(batch.items)} write(s) "
+                f"RayReplayBuffer(write_behind=...): raised by {batch.writes} write(s) "
                 f"staged earlier for shard {batch.shard}; the call that reports it did not "
                 "run (call it again)."
             )
@@ -213,7 +326,9 @@ class WriteStage:
                     self._finish(self._inflight.pop(shard))
             for shard, batch in list(self._staged.items()):
                 if now - batch.since >= self.interval:
-                    self._ship(shard, block=False)
+                    self._seal(shard)
+            for shard in list(self._sealed):
+                self._drain(shard, block=False)
 
 
 def _ready(ref: Any) -> bool:
@@ -221,6 +336,19 @@ def _ready(ref: Any) -> bool:
 
     done, _ = ray.wait([ref], timeout=0)
     return bool(done)
+
+
+def _try_drain(stage_ref: weakref.ref, shard: int) -> None:
+    """Send a batch whose rows were just copied out, unless the client is busy (it will)."""
+    stage = stage_ref()
+    if stage is None or not stage.lock.acquire(blocking=False):
+        return
+    try:
+        stage._drain(shard, block=False)
+    except BaseException as err:  # the next call raises it
+        stage._deferred.append(err)
+    finally:
+        stage.lock.release()
 
 
 def _flusher(stage_ref: weakref.ref, stop: threading.Event, interval: float) -> None:

@@ -25,7 +25,7 @@ from rl_replay._ray_batching import PendingWrite, WriteStage
 from rl_replay._ray_faults import ShardFaults
 from rl_replay._ray_shard import remote_shard_class
 from rl_replay._ray_sharding import check_int, check_layout, merge_parts, shard_counts
-from rl_replay._ray_transport import as_args, pack, snapshot, unpack
+from rl_replay._ray_transport import as_args, pack, unpack
 
 _BATCHES_PER_CALL = 8  # prefetched batches one call brings (more: one slow reply)
 
@@ -228,7 +228,9 @@ class RayReplayBuffer(ShardFaults):
 
     def _make_stage(self) -> None:
         if self._write_behind:
+            ray = import_ray("RayReplayBuffer")
             self._stage = WriteStage(
+                ray.put,
                 self._send_writes,
                 self._receive_writes,
                 limit=self._write_behind,
@@ -236,8 +238,11 @@ class RayReplayBuffer(ShardFaults):
                 on_lost=self._count_lost,
             )
 
-    def _send_writes(self, shard: int, items: list[Any]) -> Any:  # Any: a Ray reference
-        return self._actor(shard).extend_many.options(concurrency_group="write").remote(items)
+    def _send_writes(self, shard: int, payload: Any) -> Any:  # Any: writes -> a Ray reference
+        actor = self._actor(shard)
+        if isinstance(payload, list):  # packed writes
+            return actor.extend_many.options(concurrency_group="write").remote(payload)
+        return actor.extend_block.options(concurrency_group="write").remote(payload)
 
     def _receive_writes(self, shard: int, ref: Any) -> list[Any]:
         indices, meta = self._get(ref, shard)
@@ -324,7 +329,7 @@ class RayReplayBuffer(ShardFaults):
         """
         shard = next(self._next_shard)
         if self._stage is not None:
-            return self._stage.add(shard, snapshot(pack(data)))
+            return self._stage.add(shard, data)
         head, chunks = as_args(pack(data))  # small arguments travel within the call
         ref = self._actor(shard).extend_args.options(concurrency_group="write")
         index, meta = self._get(ref.remote(head, *chunks), shard)

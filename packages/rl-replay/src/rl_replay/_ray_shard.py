@@ -22,9 +22,10 @@ from tensordict import is_tensor_collection
 
 from rl_replay._buffer import ReplayBuffer
 from rl_replay._rate_limiters import RateLimiter, RateLimitTimeoutError
+from rl_replay._ray_staging import unpack_block
 from rl_replay._ray_transport import count, from_args, join, pack, split_index, unpack
 from rl_replay.checkpointers._files import read_json, write_json
-from rl_replay.samplers import PrioritizedSampler
+from rl_replay.samplers import PrioritizedSampler, RandomSampler
 from rl_replay.storages import ListStorage
 from rl_replay.writers import RoundRobinWriter
 
@@ -76,6 +77,14 @@ class BufferShard:
             and not len(self.rb.transform)
         )
         self.fifo = bool(getattr(rate_limiter, "fifo", False))
+        # several batches of one call may come from one draw (see _sample_at_once)
+        self.draws_at_once = (
+            rate_limiter is None
+            and type(self.rb.sampler) is RandomSampler
+            and getattr(self.rb.storage, "ndim", 1) == 1
+            and not len(self.rb.transform)
+            and kwargs.get("collate_fn") is None
+        )
         if self.fifo:
             self._check_fifo()
         self.timeout = timeout
@@ -213,6 +222,23 @@ class BufferShard:
             indices.extend(pack(part) for part in split_index(unpack(index), parts))
         return indices, self.meta()
 
+    def extend_block(self, payload: Any, timeout: Any = "default") -> tuple[list[Any], tuple]:
+        """A client's staged writes copied out of its staging block, in order.
+
+        One local ``extend`` of all the rows where that writes the same positions
+        (``joinable``), else one ``extend`` per write; the positions of each write.
+        """
+        data, sizes = unpack_block(payload)
+        if self.joinable or len(sizes) == 1:
+            index, _ = self.extend(data, timeout)
+            return [pack(part) for part in split_index(unpack(index), sizes)], self.meta()
+        indices, start = [], 0
+        for size in sizes:
+            index, _ = self.extend(data[start : start + size], timeout)
+            indices.append(index)
+            start += size
+        return indices, self.meta()
+
     def add(self, data: Any, timeout: Any = "default") -> tuple[Any, tuple]:
         data = unpack(data)
         if self.limiter is not None:
@@ -279,6 +305,8 @@ class BufferShard:
         """
         datas, infos = [], []
         wanted = [size for size in counts if size]
+        if len(wanted) > 1 and self.draws_at_once:
+            return self._sample_at_once(wanted, return_info)
         for size in wanted:
             try:
                 data, info, _ = self.sample(
@@ -291,6 +319,24 @@ class BufferShard:
             datas.append(data)
             infos.append(info)
         return ((infos, self.meta()), *datas, *[None] * (len(wanted) - len(datas)))
+
+    def _sample_at_once(self, wanted: list[int], return_info: bool) -> tuple:
+        """:meth:`sample_many` as one draw of all the items and one read, split in batches.
+
+        Only for uniform sampling with replacement and no rate limiter, transform or
+        collate function (``draws_at_once``): each item is drawn independently, so
+        the parts of one draw are batches drawn one after another.
+        """
+        total = sum(wanted)
+        data, info = self.rb.sample(total, return_info=True)
+        self.samples += total
+        datas, infos, start = [], [], 0
+        for size in wanted:
+            part = slice(start, start + size)
+            datas.append(pack(data[part]))
+            infos.append({k: pack(v[part]) for k, v in info.items()} if return_info else None)
+            start += size
+        return ((infos, self.meta()), *datas)
 
     def getitem(self, index: Any) -> Any:
         return pack(self.rb[unpack(index)])
