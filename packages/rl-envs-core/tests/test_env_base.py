@@ -352,33 +352,3 @@ def test_an_action_with_the_spec_numel_in_another_shape_is_accepted():
     env = CountingEnv(max_steps=5, batch_size=[2])
     data = env.rollout(3, lambda td: td.set("action", torch.ones(2, dtype=torch.long)))
     assert data["next", "observation"][:, -1].flatten().tolist() == [3.0, 3.0]
-
-
-class TestReportedTruncation:
-    """An env whose _step writes an undeclared "truncated" flag gets it declared."""
-
-    class Reporting(CountingEnv):
-        # as a gymnasium-style env, it reports the flag from reset and step alike
-        def _reset(self, tensordict=None, **kwargs):
-            out = super()._reset(tensordict, **kwargs)
-            return out.set("truncated", torch.zeros_like(out["done"]))
-
-        def _step(self, tensordict):
-            out = super()._step(tensordict)
-            return out.set("truncated", torch.zeros_like(out["done"]))
-
-    def test_first_step_declares_the_flag(self):
-        env = self.Reporting(max_steps=3)
-        assert env.done_keys == ["done", "terminated"]
-        data = env.rollout(5)
-        assert env.done_keys == ["done", "terminated", "truncated"]
-        assert data["next", "truncated"].shape == data["next", "done"].shape
-
-    def test_other_undeclared_entries_still_raise(self):
-        class Extra(CountingEnv):
-            def _step(self, tensordict):
-                return super()._step(tensordict).set("bonus", torch.zeros(1))
-
-        env = Extra()
-        with pytest.raises(KeyError, match=r"do not declare: \['bonus'\]"):
-            env.rand_step(env.reset())

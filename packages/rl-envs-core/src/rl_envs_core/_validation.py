@@ -138,11 +138,6 @@ def check_step_output(env: EnvBase, tensordict: TensorDictBase, out: TensorDictB
     """
     declared = _declared(env)
     got = {as_tuple(k): k for k in leaf_keys(out)}
-    if any(_reports_truncation(k, declared) for k in got if k not in declared):
-        # an env that reports truncation (as gymnasium's do) writes "truncated" in its
-        # step output: the done spec learns the entry at the first step
-        env.add_truncated_keys()
-        declared = _declared(env)
     undeclared = sorted(str(got[k]) for k in got if k not in declared)
     if undeclared:
         raise KeyError(
@@ -170,11 +165,6 @@ def check_step_output(env: EnvBase, tensordict: TensorDictBase, out: TensorDictB
                 f"{tuple(value.shape)}, but its spec says {shape}. Fix the spec's shape "
                 f"or the value returned by _step."
             )
-
-
-def _reports_truncation(key: tuple[str, ...], declared: dict) -> bool:
-    """Whether ``key`` is a ``"truncated"`` flag beside a declared ``"done"``."""
-    return key[-1] == "truncated" and (*key[:-1], "done") in declared
 
 
 def _names(keys: Iterable[tuple[str, ...]]) -> list[str]:
