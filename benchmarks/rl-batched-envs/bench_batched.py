@@ -54,6 +54,7 @@ def counting(ctx: Context):
             self.observation_spec = data.Composite(observation=data.Unbounded(shape=(1,)))
             self.action_spec = data.Categorical(2, shape=(1,))
             self.reward_spec = data.Unbounded(shape=(1,))
+            self.add_truncated_keys()  # _step reports "truncated" too
             self.count = torch.zeros(1)
 
         def _out(self):

@@ -38,6 +38,7 @@ def make_counting_env(ctx: Context, batch_size: tuple[int, ...]):
             )
             self.action_spec = data.Categorical(2, shape=shape)
             self.reward_spec = data.Unbounded(shape=shape)
+            self.add_truncated_keys()  # _step reports "truncated" too
             self.count = torch.zeros(shape, device=ctx.device)
 
         def _output(self, done):

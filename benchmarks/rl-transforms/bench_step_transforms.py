@@ -51,6 +51,7 @@ def make_env(envs, data, batch: int, pixels: bool = False, device: str = "cpu"):
             self.observation_spec = data.Composite(obs, shape=shape)
             self.action_spec = data.Categorical(2, shape=(*shape, 1))
             self.reward_spec = data.Unbounded(shape=(*shape, 1))
+            self.add_truncated_keys()  # _step reports "truncated" too
             self.count = torch.zeros((*shape, 1))
             self.falses = torch.zeros((*shape, 1), dtype=torch.bool)
             self.ones = torch.ones((*shape, 1))

@@ -45,6 +45,7 @@ def make_counting_env(ctx: Context, batch: int, pixels: bool):
             self.observation_spec = data.Composite(obs, shape=shape)
             self.action_spec = data.Categorical(2, shape=(*shape, 1))
             self.reward_spec = data.Unbounded(shape=(*shape, 1))
+            self.add_truncated_keys()  # _step reports "truncated" too
             self.count = torch.zeros((*shape, 1), device=ctx.device)
             self.falses = torch.zeros((*shape, 1), dtype=torch.bool, device=ctx.device)
             self.ones = torch.ones((*shape, 1), device=ctx.device)
