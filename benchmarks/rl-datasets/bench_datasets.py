@@ -21,6 +21,7 @@ conversion and not gzip is measured):
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
@@ -36,12 +37,19 @@ BATCH = 256
 _FILE: list[Path] = []
 
 
+def _tempdir(prefix: str) -> Path:
+    """A fresh temporary folder, removed when the process exits (they hold ~230 MB)."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def _source() -> Path:
     """The D4RL-layout file, written once per process."""
     if not _FILE:
         import h5py
 
-        folder = Path(tempfile.mkdtemp(prefix="bench_d4rl_"))
+        folder = _tempdir("bench_d4rl_")
         path = folder / "gym_mujoco_v2" / "hopper_medium-v2.hdf5"
         path.parent.mkdir(parents=True)
         rng = np.random.default_rng(0)
@@ -70,7 +78,7 @@ def convert_ours(ctx: Context):
     path = _source()
     server = LocalFileServer(path.parent.parent).__enter__()
     os.environ["RL_DATASETS_D4RL_URL"] = server.url
-    root = Path(tempfile.mkdtemp(prefix="bench_root_"))
+    root = _tempdir("bench_root_")
     os.environ["TQDM_DISABLE"] = "1"
 
     def convert():
@@ -83,7 +91,7 @@ def convert_torchrl(ctx: Context):
     import torchrl.data.datasets.d4rl as d4rl
 
     d4rl.D4RL_DATASETS[DATASET] = _source().as_uri()
-    root = Path(tempfile.mkdtemp(prefix="bench_root_"))
+    root = _tempdir("bench_root_")
 
     def convert():
         ctx.lib.data.datasets.D4RLExperienceReplay(
@@ -97,7 +105,7 @@ def convert_floor(ctx: Context):
     import h5py
 
     path = _source()
-    work = Path(tempfile.mkdtemp(prefix="bench_floor_"))
+    work = _tempdir("bench_floor_")
 
     def convert():
         copy = work / path.name
@@ -119,7 +127,7 @@ def convert_floor(ctx: Context):
 
 
 def _dataset(ctx: Context):
-    root = Path(tempfile.mkdtemp(prefix="bench_root_"))
+    root = _tempdir("bench_root_")
     if ctx.name == "torchrl":
         import torchrl.data.datasets.d4rl as d4rl
 
