@@ -108,11 +108,13 @@ def test_gym_rollout_in_place_equals_the_general_path(env_id, kwargs):
     ],
     ids=["frame_skip", "vector", "info_reader", "pixels", "custom_step"],
 )
-def test_gym_envs_the_hook_does_not_cover_decline(make):
+def test_gym_envs_the_hook_does_not_cover_decline(make, request):
     try:
         env = make()
-    except Exception as err:  # pixels need a renderer this machine may lack
-        pytest.skip(f"cannot build the env here: {err}")
+    except Exception as err:
+        if "pixels" not in request.node.callspec.id:
+            raise
+        pytest.skip(f"from_pixels needs a renderer (OpenGL) this machine lacks: {err}")
     env.rand_step(env.reset())  # past the first, checked step
     engine = BufferedRollout.of(env)
     batch = engine.allocate(2) if engine is not None else None
