@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -40,6 +40,32 @@ IGNORED_OPTIONS = frozenset(
         "worker_idx",
     }
 )
+
+
+def env_factories(
+    create_env_fn: Any, count: int | None, owner: str, *, count_name: str, unit: str
+) -> list:  # Any: one factory or a sequence of them
+    """One env factory per ``unit`` (worker or collector): a sequence as given, or one
+    factory repeated ``count`` times (default 1).
+
+    Raises:
+        ValueError: an empty sequence, a sequence whose length is not ``count``, or a
+            ``count`` that is not a positive int.
+    """
+    if isinstance(create_env_fn, Sequence) and not isinstance(create_env_fn, str):
+        fns = list(create_env_fn)
+        if not fns:
+            raise ValueError(f"{owner} needs at least one env factory, got an empty list.")
+        if count is not None and count != len(fns):
+            raise ValueError(
+                f"{owner} got {len(fns)} env factories but {count_name}={count}. Pass one "
+                f"factory per {unit}, or a single factory with {count_name}."
+            )
+        return fns
+    count = 1 if count is None else count
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise ValueError(f"{owner} expected {count_name} to be a positive int, got {count!r}.")
+    return [create_env_fn] * count
 
 
 def check_options(kwargs: dict, owner: str) -> None:

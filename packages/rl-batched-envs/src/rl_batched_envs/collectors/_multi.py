@@ -24,6 +24,7 @@ from rl_batched_envs.collectors._base import (
     DataCollectorBase,
     check_options,
     check_total_frames,
+    env_factories,
 )
 from rl_batched_envs.collectors._process import (
     COLLECT,
@@ -40,24 +41,6 @@ DEFAULT_TIMEOUT = 120.0
 """Seconds the parent waits for a worker's batch before stopping every worker."""
 
 _START_METHODS = ("fork", "spawn", "forkserver")
-
-
-def _factories(create_env_fn: Any, num_workers: int | None, owner: str) -> list:  # Any: see doc
-    if isinstance(create_env_fn, Sequence) and not isinstance(create_env_fn, str):
-        fns = list(create_env_fn)
-        if not fns:
-            raise ValueError(f"{owner} needs at least one env factory, got an empty list.")
-        if num_workers is not None and num_workers != len(fns):
-            raise ValueError(
-                f"{owner} got {len(fns)} env factories but num_workers={num_workers}. Pass "
-                f"one factory per worker, or a single factory with num_workers."
-            )
-        return fns
-    if num_workers is None:
-        num_workers = 1
-    if not isinstance(num_workers, int) or num_workers < 1:
-        raise ValueError(f"{owner} expected num_workers to be a positive int, got {num_workers!r}.")
-    return [create_env_fn] * num_workers
 
 
 class MultiCollector(DataCollectorBase):
@@ -122,7 +105,9 @@ class MultiCollector(DataCollectorBase):
     ) -> None:
         owner = type(self).__name__
         check_options(kwargs, owner)
-        fns = _factories(create_env_fn, num_workers, owner)
+        fns = env_factories(
+            create_env_fn, num_workers, owner, count_name="num_workers", unit="worker"
+        )
         n = len(fns)
         if not isinstance(frames_per_batch, int) or frames_per_batch < 1:
             raise ValueError(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,12 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_batched_envs._errors import WorkerDiedError
-from rl_batched_envs.collectors._base import ENDLESS, DataCollectorBase, check_total_frames
+from rl_batched_envs.collectors._base import (
+    ENDLESS,
+    DataCollectorBase,
+    check_total_frames,
+    env_factories,
+)
 from rl_batched_envs.collectors._sync import SyncDataCollector
 
 __all__ = ["RayCollector"]
@@ -194,7 +199,9 @@ class RayCollector(DataCollectorBase):
     ) -> None:
         owner = type(self).__name__
         ray = _import_ray(owner)
-        fns = _collector_factories(create_env_fn, num_collectors, owner)
+        fns = env_factories(
+            create_env_fn, num_collectors, owner, count_name="num_collectors", unit="collector"
+        )
         n = len(fns)
         if (
             isinstance(frames_per_batch, bool)
@@ -450,20 +457,3 @@ def _check_cpus(ray: Any, num: int, per_actor: float, owner: str) -> None:  # An
             f"CPUs, the Ray cluster has {total}. Use fewer collectors, a bigger cluster, or "
             'remote_configs={"num_cpus": ...} with a smaller share.'
         )
-
-
-def _collector_factories(create_env_fn: Any, num: int | None, owner: str) -> list:  # Any: see doc
-    if isinstance(create_env_fn, Sequence) and not isinstance(create_env_fn, str):
-        fns = list(create_env_fn)
-        if not fns:
-            raise ValueError(f"{owner} needs at least one env factory, got an empty list.")
-        if num is not None and num != len(fns):
-            raise ValueError(
-                f"{owner} got {len(fns)} env factories but num_collectors={num}. Pass one "
-                "factory per collector, or a single factory with num_collectors."
-            )
-        return fns
-    num = 1 if num is None else num
-    if isinstance(num, bool) or not isinstance(num, int) or num < 1:
-        raise ValueError(f"{owner} expected num_collectors to be a positive int, got {num!r}.")
-    return [create_env_fn] * num
