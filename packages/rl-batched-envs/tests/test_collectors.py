@@ -363,3 +363,37 @@ def test_unknown_keyword_is_refused_and_torchrl_options_are_accepted():
     with pytest.raises(TypeError, match=r"unexpected keyword.*\['frames_per_bach'\]"):
         SyncDataCollector(CountingEnv(), None, frames_per_batch=2, frames_per_bach=3)
     SyncDataCollector(CountingEnv(), None, frames_per_batch=2, use_buffers=True, no_cuda_sync=True)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+class TestSyncDataCollectorOnCuda:
+    """The three device arguments put each part of the collection where they say."""
+
+    def collect(self, **devices) -> TensorDict:
+        collector = SyncDataCollector(
+            partial(CountingEnv, max_steps=3),
+            constant_policy(1),
+            frames_per_batch=8,
+            total_frames=8,
+            **devices,
+        )
+        batch = next(iter(collector))
+        collector.shutdown()
+        return batch
+
+    def test_storing_device_holds_the_batch_and_values_match_a_cpu_run(self):
+        on_cuda = self.collect(storing_device="cuda")
+        assert on_cuda["next", "observation"].device.type == "cuda"
+        assert (on_cuda.cpu() == self.collect()).all()
+
+    def test_policy_device_runs_the_policy_there_and_stores_on_the_env_device(self):
+        batch = self.collect(policy_device="cuda", env_device="cpu", storing_device="cpu")
+        assert batch["action"].device.type == "cpu"
+        assert batch["action"].eq(1).all()
+
+    def test_env_device_moves_the_env(self):
+        batch = self.collect(device="cuda")
+        assert batch["next", "observation"].device.type == "cuda"
+        assert batch["collector", "traj_ids"].device.type == "cuda"
+        assert (batch.cpu() == self.collect()).all()

@@ -167,3 +167,22 @@ class TestTensorDictPrioritizedReplayBuffer:
         sample["td_error"] = (sample["a"] == 6).float()
         rb.update_tensordict_priority(sample)
         assert rb.sample()["a"].unique().tolist() == [6]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+class TestBuffersOnCuda:
+    @pytest.mark.parametrize("sampler", [None, "prioritized"])
+    def test_cpu_data_is_stored_and_sampled_on_the_storage_device(self, sampler):
+        kwargs = {"sampler": PrioritizedSampler(32, 0.7, 0.5)} if sampler else {}
+        rb = TensorDictReplayBuffer(
+            storage=LazyTensorStorage(32, device="cuda"), batch_size=8, **kwargs
+        )
+        data = _td(20)
+        rb.extend(data)
+        sample = rb.sample()
+        assert sample["obs"].device.type == "cuda"
+        picked = sample["a"].cpu()
+        torch.testing.assert_close(sample["obs"].cpu(), data["obs"][picked])
+        if sampler:
+            rb.update_tensordict_priority(sample.set("td_error", torch.rand(8, device="cuda")))

@@ -64,7 +64,8 @@ class CountingEnv(EnvBase):
         self.observation_spec = Composite(observation=Unbounded(shape=shape), shape=self.batch_size)
         self.action_spec = Categorical(2, shape=shape)
         self.reward_spec = Unbounded(shape=shape)
-        self.count = torch.zeros(shape, device=self.device)
+        # a buffer, so that ``env.to(device)`` moves the step counter with the specs
+        self.register_buffer("count", torch.zeros(shape, device=self.device), persistent=False)
 
     def _output(self, done: torch.Tensor) -> TensorDictBase:
         return TensorDict(

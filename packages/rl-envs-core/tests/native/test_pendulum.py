@@ -190,3 +190,19 @@ class TestPendulumEnvErrors:
         td["action"] = action
         with pytest.raises(ValueError, match=r"float tensor of shape \[1\].*action_spec.rand"):
             env._step(td)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+class TestPendulumOnCuda:
+    def test_rollout_stays_on_the_device_and_follows_the_cpu_dynamics(self):
+        cpu, cuda = PendulumEnv(seed=0), PendulumEnv(seed=0, device="cuda")
+        start = cpu.reset(cpu.gen_params(batch_size=[4]))
+        actions = torch.linspace(-2, 2, 4).unsqueeze(-1)
+        on_cpu = cpu.step(start.clone().set("action", actions))
+        on_cuda = cuda.step(start.to("cuda").set("action", actions.to("cuda")))
+        assert on_cuda["next", "th"].device.type == "cuda"
+        torch.testing.assert_close(on_cuda["next"].cpu(), on_cpu["next"])
+        rollout = cuda.rollout(10, tensordict=cuda.reset(cuda.gen_params(batch_size=[4])))
+        assert rollout.batch_size == torch.Size([4, 10])
+        assert all(value.device.type == "cuda" for value in rollout.values(True, True))

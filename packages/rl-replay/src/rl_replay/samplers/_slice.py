@@ -320,6 +320,8 @@ class SliceSampler(Sampler):
 
     def _read_values(self, storage: Any, rows: torch.Tensor, cols: int) -> torch.Tensor:
         assert self._key is not None and self._mode is not None
+        # with use_gpu the index (and so ``rows``) may live on another device than the data
+        rows = rows.to(device_of(storage))
         values = read_entry(storage, self._key, rows, owner=type(self).__name__)
         values = values.reshape(rows.numel(), cols, -1)
         return values.any(-1) if self._mode == "end" else values[..., 0]
