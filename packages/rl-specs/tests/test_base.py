@@ -138,17 +138,17 @@ class TestTensorSpec:
         assert torch.equal(spec.encode(array), value)
 
     @leaf_params
-    def test_dynamic_spec_is_accepted_but_cannot_generate(self, make):
+    def test_dynamic_spec_is_accepted_and_generates_at_size_one(self, make):
         spec = make().unsqueeze(0).expand(-1, 2, 3, 4)
         assert spec.shape == (-1, 2, 3, 4) and spec.is_dynamic  # -1 over a size-1 dim
         assert spec.expand(5, 2, 3, 4).rand().shape == (5, 2, 3, 4)
         assert make().expand(-1, -1, 4).shape == (2, 3, 4)  # -1 keeps other sizes
         dynamic = Unbounded(shape=(3, -1, 2))
         assert dynamic.is_dynamic and dynamic.numel() == -1
-        with pytest.raises(RuntimeError, match=r"dims \[1\] are -1.*expand"):
-            dynamic.rand()
-        with pytest.raises(RuntimeError, match="dynamic"):
-            dynamic.zero()
+        assert dynamic.rand().shape == dynamic.zero().shape == dynamic.one().shape == (3, 1, 2)
+        assert dynamic.rand((4,)).shape == (4, 3, 1, 2)
+        assert dynamic.is_in(dynamic.rand())
+        assert spec.rand().shape == (1, 2, 3, 4) and spec.is_in(spec.rand())
         assert dynamic.is_in(torch.zeros(3, 7, 2))
         assert not dynamic.is_in(torch.zeros(3, 7, 3))
         assert dynamic.expand(3, 5, 2).rand().shape == (3, 5, 2)

@@ -135,3 +135,12 @@ class TestMultiActionInputs:
         assert td["action"].shape == (2, 3, 1)
         assert all(td.get(key) is value for key, value in before.items() if key != "observation")
         assert out["next", "reward"][1].squeeze(-1).tolist() == [1.0, 0.0, 0.0]
+
+
+def test_check_env_specs_draws_the_dynamic_action_stack_at_one_action():
+    from rl_envs_core import check_env_specs
+
+    env = TransformedEnv(CountingEnv(max_steps=10), MultiAction())
+    assert env.action_spec.shape == (-1, 1)  # the number of actions per step varies
+    assert env.rand_action(env.reset())["action"].shape == (1, 1)
+    check_env_specs(env)

@@ -11,7 +11,7 @@ import torch
 
 from ._errors import _MismatchError, _NotInSpecError, _NotInSpecTypeError
 from ._indexing import _checked_index
-from ._shapes import _dynamic_dims, _pos_dim, _shape_after, _shape_matches
+from ._shapes import _drawn_shape, _pos_dim, _shape_after, _shape_matches
 
 ShapeLike = torch.Size | Sequence[int] | int
 DeviceLike = torch.device | str | int | None
@@ -124,8 +124,8 @@ class TensorSpec:
     fix (:meth:`project`) and build (:meth:`encode`) values that belong to it. Specs
     can be reshaped, indexed, squeezed, unsqueezed, expanded, unbound and moved to a
     device as tensors are. A dim of size ``-1`` is *dynamic*: data may have any size
-    along it, so such a spec cannot build data until the dim is made concrete
-    (e.g. with :meth:`expand` or by indexing it away).
+    along it; :meth:`rand`, :meth:`zero` and :meth:`one` build such a dim at size 1
+    (use :meth:`expand` first for another size).
 
     Args:
         shape (torch.Size): the shape of the tensors.
@@ -191,15 +191,6 @@ class TensorSpec:
         return -1 in self.shape
 
     # ------------------------------------------------------------------ generation
-    def _check_concrete(self, shape: torch.Size, what: str) -> None:
-        if -1 in shape:
-            raise RuntimeError(
-                f"{type(self).__name__}.{what}() cannot build data for the dynamic shape "
-                f"{tuple(shape)}: dims {_dynamic_dims(shape)} are -1 (their size varies). "
-                "Make them concrete first, e.g. spec.expand(<shape without -1>) or "
-                "spec[index], or build the data yourself."
-            )
-
     def _full_shape(self, shape: ShapeLike | None, what: str) -> torch.Size:
         if shape is None or (type(shape) is torch.Size and not shape):
             full = self.shape  # the hot path: no leading shape
@@ -207,31 +198,28 @@ class TensorSpec:
             full = shape + self.shape
         else:
             full = _as_shape(shape, owner=what) + self.shape
-        if -1 in full:
-            self._check_concrete(full, what)
+        if -1 in full:  # a dynamic dim: any size is valid, data is built at size 1
+            full = _drawn_shape(full)
         return full
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         """Return a random value of the spec, with ``shape`` prepended to the spec's shape.
 
-        Raises:
-            RuntimeError: if the spec has dynamic (``-1``) dims.
+        A dynamic (``-1``) dim is drawn at size 1.
         """
         raise NotImplementedError  # abstract: every concrete spec implements it
 
     def zero(self, shape: ShapeLike | None = None) -> torch.Tensor:
         """Return a zero-filled tensor of the spec, with ``shape`` prepended to its shape.
 
-        Raises:
-            RuntimeError: if the spec has dynamic (``-1``) dims.
+        A dynamic (``-1``) dim is built at size 1.
         """
         return torch.zeros(self._full_shape(shape, "zero"), dtype=self.dtype, device=self.device)
 
     def one(self, shape: ShapeLike | None = None) -> torch.Tensor:
         """Return a one-filled tensor of the spec, with ``shape`` prepended to its shape.
 
-        Raises:
-            RuntimeError: if the spec has dynamic (``-1``) dims.
+        A dynamic (``-1``) dim is built at size 1.
         """
         return torch.ones(self._full_shape(shape, "one"), dtype=self.dtype, device=self.device)
 

@@ -9,6 +9,7 @@ import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
 from ._base import ShapeLike, _as_shape
+from ._shapes import _drawn_shape
 from ._td import new_unchecked
 
 _EMPTY = torch.Size([])
@@ -32,13 +33,14 @@ class _CompositeDataMixin:
                 source[key] = spec._build(shape, method)
             else:
                 source[key] = getattr(spec, method)(shape)
-        out = new_unchecked(source, shape + self._shape, self._device)
+        batch = shape + self._shape
+        if -1 in batch:  # the entries drew their dynamic dims at size 1
+            batch = _drawn_shape(batch)
+        out = new_unchecked(source, batch, self._device)
         return out if self.data_cls is None else self.data_cls.from_tensordict(out)
 
     def _generate(self, shape: ShapeLike | None, method: str) -> TensorDictBase:
         shape = _EMPTY if shape is None else _as_shape(shape, owner=f"Composite.{method}")
-        if -1 in self._shape:
-            self._check_concrete(self._shape, method)
         return self._build(shape, method)
 
     def rand(self, shape: ShapeLike | None = None) -> TensorDictBase:

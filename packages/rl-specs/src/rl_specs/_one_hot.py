@@ -124,10 +124,11 @@ class OneHot(_MaskedCategories, TensorSpec):
             mask=attrs.get("mask"),
         )
 
-    def _indices(self, lead: torch.Size) -> torch.Tensor:
+    def _indices(self, full: torch.Size) -> torch.Tensor:
+        """Category indices for data of shape ``full`` (leading dims + the drawn spec shape)."""
         if self.mask is None:
-            return torch.randint(0, self.space.n, (*lead, *self.shape[:-1]), device=self.device)
-        return _sample_masked(self.mask, lead)
+            return torch.randint(0, self.space.n, full[:-1], device=self.device)
+        return _sample_masked(self.mask, full[: len(full) - self.ndim])
 
     def rand(self, shape: ShapeLike | None = None) -> torch.Tensor:
         full = self._full_shape(shape, "rand")
@@ -146,7 +147,7 @@ class OneHot(_MaskedCategories, TensorSpec):
             row = np.zeros(full[0], dtype=np_dtype)
             row[int(torch.randint(0, full[0], (), device=device))] = 1
             return torch.from_numpy(row)
-        idx = self._indices(full[: len(full) - self.ndim])
+        idx = self._indices(full)
         rows = _identity(self.space.n, self.dtype, self.device)[idx]
         # a 0-dim index is basic indexing: a view of the cached identity, so copy it
         return rows.clone() if idx.dim() == 0 else rows
@@ -315,7 +316,7 @@ class MultiOneHot(OneHot):
         parts = []
         for n, mask in zip(self.nvec, self._mask_chunks(), strict=True):
             if mask is None:
-                idx = torch.randint(0, n, (*lead, *self.shape[:-1]), device=self.device)
+                idx = torch.randint(0, n, full[:-1], device=self.device)
             else:
                 idx = _sample_masked(mask, lead)
             parts.append(torch.nn.functional.one_hot(idx, n))

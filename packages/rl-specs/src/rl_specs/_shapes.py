@@ -14,6 +14,11 @@ def _dynamic_dims(shape: torch.Size) -> list[int]:
     return [i for i, d in enumerate(shape) if d == -1]
 
 
+def _drawn_shape(shape: torch.Size) -> torch.Size:
+    """The shape data is built with: each dynamic (``-1``) dim drawn at size 1, as TorchRL does."""
+    return torch.Size(1 if d == -1 else d for d in shape)
+
+
 def _to_meta_shape(shape: torch.Size) -> torch.Size:
     return torch.Size(_DYN_PLACEHOLDER if d == -1 else d for d in shape)
 
