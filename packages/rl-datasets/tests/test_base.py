@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,6 +109,52 @@ class TestBaseDatasetExperienceReplay:
         reloaded = _Toy(root=root, download=False)
         assert len(reloaded) == ROWS and "obs_norm" not in reloaded[:].keys()
         assert not list(root.glob(".*partial"))
+
+    def test_a_worker_failing_leaves_the_dataset_intact(self, root):
+        parent = os.getpid()
+
+        def fail_in_a_worker(data):
+            if os.getpid() != parent:
+                raise ArithmeticError("worker boom")
+            return add_norm(data)
+
+        data = _Toy(root=root)
+        with pytest.raises(ArithmeticError, match="worker boom") as info:
+            # with max_tasks_per_child, only started workers run fn
+            data.preprocess(fail_in_a_worker, num_workers=2, num_chunks=8, max_tasks_per_child=8)
+        assert any("worker process" in note for note in info.value.__notes__)
+        reloaded = _Toy(root=root, download=False)
+        assert len(reloaded) == ROWS and "obs_norm" not in reloaded[:].keys()
+        assert not list(root.glob(".*partial"))
+
+    def test_preprocess_with_spawned_workers(self, root, tmp_path, monkeypatch):
+        # spawned workers unpickle fn by name: it must live in an importable module
+        (tmp_path / "spawn_fns.py").write_text(
+            "def add_norm(data):\n"
+            "    return data.set('obs_norm', data.get('observation').norm(dim=-1))\n"
+        )
+        monkeypatch.syspath_prepend(str(tmp_path))
+        import spawn_fns
+
+        data = _Toy(root=root)
+        try:
+            data.preprocess(
+                spawn_fns.add_norm,
+                num_workers=2,
+                num_chunks=4,
+                max_tasks_per_child=4,  # the started workers run every chunk
+                mp_start_method="spawn",
+            )
+        finally:
+            sys.modules.pop("spawn_fns", None)
+        expected = data[:]["observation"].norm(dim=-1)
+        torch.testing.assert_close(_Toy(root=root, download=False)[:]["obs_norm"], expected)
+
+    def test_preprocess_default_start_method_takes_closures(self, root):
+        offset = 5.0
+        data = _Toy(root=root)
+        data.preprocess(lambda td: td.set("shifted", td["observation"] + offset), num_workers=2)
+        torch.testing.assert_close(data[:]["shifted"], data[:]["observation"] + 5)
 
     def test_preprocess_to_dest_leaves_the_dataset(self, root, tmp_path):
         data = _Toy(root=root)
