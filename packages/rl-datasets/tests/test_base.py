@@ -127,7 +127,8 @@ class TestBaseDatasetExperienceReplay:
         assert len(reloaded) == ROWS and "obs_norm" not in reloaded[:].keys()
         assert not list(root.glob(".*partial"))
 
-    def test_preprocess_with_spawned_workers(self, root, tmp_path, monkeypatch):
+    @pytest.mark.parametrize("method", ["fork", "spawn"])
+    def test_preprocess_in_started_workers_only(self, root, tmp_path, monkeypatch, method):
         # spawned workers unpickle fn by name: it must live in an importable module
         (tmp_path / "spawn_fns.py").write_text(
             "def add_norm(data):\n"
@@ -141,9 +142,9 @@ class TestBaseDatasetExperienceReplay:
             data.preprocess(
                 spawn_fns.add_norm,
                 num_workers=2,
-                num_chunks=4,
-                max_tasks_per_child=4,  # the started workers run every chunk
-                mp_start_method="spawn",
+                num_chunks=1,  # one worker is started (no more than the chunks)
+                max_tasks_per_child=1,  # and it runs every chunk
+                mp_start_method=method,
             )
         finally:
             sys.modules.pop("spawn_fns", None)

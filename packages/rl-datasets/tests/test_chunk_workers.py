@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import time
 
 import pytest
+import torch
 
 from rl_datasets._chunk_workers import default_start_method, run_chunks
 
@@ -79,9 +81,7 @@ class TestRunChunks:
         with pytest.raises(KeyError, match="here"):
             _run(fail_here, 1000)
         assert not [
-            p
-            for p in __import__("multiprocessing").active_children()
-            if p.name.startswith("preprocess-worker")
+            p for p in multiprocessing.active_children() if p.name.startswith("preprocess-worker")
         ]
 
     def test_a_worker_that_dies_is_a_clear_error(self):
@@ -110,6 +110,23 @@ class TestRunChunks:
             _run(fail, 4, max_tasks=4)
 
 
-def test_default_start_method_is_fork_on_linux():
-    expected = "fork" if sys.platform.startswith("linux") else None
+def test_default_start_method_is_fork_where_safe(monkeypatch):
+    expected = "fork" if sys.platform.startswith("linux") else "spawn"
     assert default_start_method() == expected
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert default_start_method() == "spawn"
+
+
+def test_no_more_workers_than_chunks(monkeypatch):
+    ctx = multiprocessing.get_context("fork")
+    started = []
+
+    class Counted(ctx.Process):
+        def start(self):
+            started.append(self.name)
+            super().start()
+
+    monkeypatch.setattr(ctx, "Process", Counted)
+    results = _run(_slow_pid_job, 1, num_workers=4, max_tasks=1)
+    assert len(results) == 1 and results[0][1] != os.getpid()
+    assert len(started) == 1

@@ -285,10 +285,9 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
             pbar (bool, optional): show a progress bar. Defaults to ``False``.
             mp_start_method (str, optional): how workers are started (``"fork"``,
                 ``"spawn"`` or ``"forkserver"``); with a method other than ``"fork"``,
-                ``fn`` must be picklable. Defaults to ``None``: ``"fork"`` on Linux (the
-                cheapest start: workers inherit ``fn`` and the open memory maps),
-                the platform's default elsewhere (``"spawn"`` on macOS, where
-                forking is unsafe).
+                ``fn`` must be picklable. Defaults to ``None``: ``"fork"`` where it is safe
+                (Linux, no CUDA context yet: the cheapest start, workers inherit ``fn``
+                and the open memory maps), ``"spawn"`` otherwise.
             num_frames (int, optional): transform only the first ``num_frames`` elements
                 (to try ``fn`` out). Defaults to ``None`` (all).
             dest (str or Path, optional): write the result there and leave the dataset

@@ -20,6 +20,7 @@ other start methods pickle ``job`` once per worker.
 
 from __future__ import annotations
 
+import gc
 import multiprocessing as mp
 import pickle
 import sys
@@ -36,13 +37,17 @@ __all__ = ["default_start_method", "run_chunks"]
 _POLL = 0.05
 
 
-def default_start_method() -> str | None:
-    """``"fork"`` on Linux (the cheapest start: nothing is pickled or re-imported), else
-    ``None`` (the platform's default: ``"spawn"`` on macOS, where forking is unsafe, and
-    Windows)."""
-    if sys.platform.startswith("linux") and "fork" in mp.get_all_start_methods():
+def default_start_method() -> str:
+    """``"fork"`` where it is safe (Linux, no CUDA context yet): the cheapest start,
+    nothing pickled or re-imported; ``"spawn"`` otherwise (macOS, where forking is
+    unsafe, Windows, or a process that has initialised CUDA)."""
+    if (
+        sys.platform.startswith("linux")
+        and "fork" in mp.get_all_start_methods()
+        and not torch.cuda.is_initialized()
+    ):
         return "fork"
-    return None
+    return "spawn"
 
 
 class _Board:
@@ -94,6 +99,7 @@ def _work(
     max_tasks: int | None,
 ) -> None:
     """A worker's life: claim a chunk, run it, record its result, until none is left."""
+    gc.freeze()  # objects inherited by fork: never scanned, so never copied on write
     torch.set_num_threads(threads)
     count = 0
     while max_tasks is None or count < max_tasks:
@@ -147,7 +153,7 @@ def run_chunks(
 
     outstanding = num_chunks
     try:
-        for _ in range(num_workers - here):
+        for _ in range(min(num_workers - here, num_chunks)):
             start()
         previous = torch.get_num_threads()
         torch.set_num_threads(threads)
