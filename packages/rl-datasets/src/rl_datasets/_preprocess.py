@@ -199,6 +199,8 @@ def map_rows(
     """Write ``fn(rows)`` for every row range of the source into the tensordict at ``dest``.
 
     ``dest_files`` names the file of each entry of ``dest`` (read from ``dest`` if not given).
+    With ``num_workers > 1`` the chunks are shared between this process and started
+    workers (:func:`~rl_datasets._chunk_workers.run_chunks`).
 
     With ``link=True`` an unmodified source entry kept whole is hard-linked into
     ``dest`` (the caller then owns the source files no more: it replaces them);
