@@ -210,12 +210,17 @@ def _observation_file(data):
 class TestPreprocessInPlace:
     """The engine maps the source copy-on-write and does not rewrite unmodified entries."""
 
-    @pytest.mark.parametrize("num_workers", [None, 2])
-    def test_in_place_changes_are_written_per_chunk(self, root, num_workers):
+    @pytest.mark.parametrize(
+        "workers",
+        [
+            {},
+            {"num_workers": 2},
+            {"num_workers": 2, "max_tasks_per_child": 4},
+        ],  # last: workers only
+    )
+    def test_in_place_changes_are_written_per_chunk(self, root, workers):
         data = _Toy(root=root)
-        data.preprocess(
-            scale_in_place_late, num_workers=num_workers, num_chunks=4, mp_start_method="fork"
-        )
+        data.preprocess(scale_in_place_late, num_chunks=4, mp_start_method="fork", **workers)
         steps = torch.arange(ROWS, dtype=torch.float32)
         expected = torch.where(steps >= 32, steps * 2, steps).unsqueeze(-1).expand(ROWS, 3)
         stored = _Toy(root=root, download=False)[:]
@@ -225,17 +230,22 @@ class TestPreprocessInPlace:
             stored["next", "observation"], (steps + 1).unsqueeze(-1).expand(ROWS, 3)
         )
 
-    @pytest.mark.parametrize("num_workers", [None, 2])
-    def test_in_place_changes_never_reach_the_source_when_fn_fails(self, root, num_workers):
+    @pytest.mark.parametrize(
+        "workers",
+        [
+            {},
+            {"num_workers": 2},
+            {"num_workers": 2, "max_tasks_per_child": 8},
+        ],  # last: workers only
+    )
+    def test_in_place_changes_never_reach_the_source_when_fn_fails(self, root, workers):
         def double_then_fail(data):
             data.get("observation").mul_(2)
             return fail_late(data)
 
         data = _Toy(root=root)
         with pytest.raises(ArithmeticError, match="boom"):
-            data.preprocess(
-                double_then_fail, num_workers=num_workers, num_chunks=8, mp_start_method="fork"
-            )
+            data.preprocess(double_then_fail, num_chunks=8, mp_start_method="fork", **workers)
         steps = torch.arange(ROWS, dtype=torch.float32).unsqueeze(-1).expand(ROWS, 3)
         torch.testing.assert_close(_Toy(root=root, download=False)[:]["observation"], steps)
 
