@@ -207,17 +207,14 @@ def _observation_file(data):
     return data.data_path / "data" / "observation.memmap"
 
 
+#: preprocess keywords: this process only, this process and a worker, started workers only
+WHO_RUNS_FN = [{}, {"num_workers": 2}, {"num_workers": 2, "max_tasks_per_child": 64}]
+
+
 class TestPreprocessInPlace:
     """The engine maps the source copy-on-write and does not rewrite unmodified entries."""
 
-    @pytest.mark.parametrize(
-        "workers",
-        [
-            {},
-            {"num_workers": 2},
-            {"num_workers": 2, "max_tasks_per_child": 4},
-        ],  # last: workers only
-    )
+    @pytest.mark.parametrize("workers", WHO_RUNS_FN)
     def test_in_place_changes_are_written_per_chunk(self, root, workers):
         data = _Toy(root=root)
         data.preprocess(scale_in_place_late, num_chunks=4, mp_start_method="fork", **workers)
@@ -230,14 +227,7 @@ class TestPreprocessInPlace:
             stored["next", "observation"], (steps + 1).unsqueeze(-1).expand(ROWS, 3)
         )
 
-    @pytest.mark.parametrize(
-        "workers",
-        [
-            {},
-            {"num_workers": 2},
-            {"num_workers": 2, "max_tasks_per_child": 8},
-        ],  # last: workers only
-    )
+    @pytest.mark.parametrize("workers", WHO_RUNS_FN)
     def test_in_place_changes_never_reach_the_source_when_fn_fails(self, root, workers):
         def double_then_fail(data):
             data.get("observation").mul_(2)
