@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -108,6 +110,53 @@ class TestBaseDatasetExperienceReplay:
         assert len(reloaded) == ROWS and "obs_norm" not in reloaded[:].keys()
         assert not list(root.glob(".*partial"))
 
+    def test_a_worker_failing_leaves_the_dataset_intact(self, root):
+        parent = os.getpid()
+
+        def fail_in_a_worker(data):
+            if os.getpid() != parent:
+                raise ArithmeticError("worker boom")
+            return add_norm(data)
+
+        data = _Toy(root=root)
+        with pytest.raises(ArithmeticError, match="worker boom") as info:
+            # with max_tasks_per_child, only started workers run fn
+            data.preprocess(fail_in_a_worker, num_workers=2, num_chunks=8, max_tasks_per_child=8)
+        assert any("worker process" in note for note in info.value.__notes__)
+        reloaded = _Toy(root=root, download=False)
+        assert len(reloaded) == ROWS and "obs_norm" not in reloaded[:].keys()
+        assert not list(root.glob(".*partial"))
+
+    @pytest.mark.parametrize("method", ["fork", "spawn"])
+    def test_preprocess_in_started_workers_only(self, root, tmp_path, monkeypatch, method):
+        # spawned workers unpickle fn by name: it must live in an importable module
+        (tmp_path / "spawn_fns.py").write_text(
+            "def add_norm(data):\n"
+            "    return data.set('obs_norm', data.get('observation').norm(dim=-1))\n"
+        )
+        monkeypatch.syspath_prepend(str(tmp_path))
+        import spawn_fns
+
+        data = _Toy(root=root)
+        try:
+            data.preprocess(
+                spawn_fns.add_norm,
+                num_workers=2,
+                num_chunks=1,  # one worker is started (no more than the chunks)
+                max_tasks_per_child=1,  # and it runs every chunk
+                mp_start_method=method,
+            )
+        finally:
+            sys.modules.pop("spawn_fns", None)
+        expected = data[:]["observation"].norm(dim=-1)
+        torch.testing.assert_close(_Toy(root=root, download=False)[:]["obs_norm"], expected)
+
+    def test_preprocess_default_start_method_takes_closures(self, root):
+        offset = 5.0
+        data = _Toy(root=root)
+        data.preprocess(lambda td: td.set("shifted", td["observation"] + offset), num_workers=2)
+        torch.testing.assert_close(data[:]["shifted"], data[:]["observation"] + 5)
+
     def test_preprocess_to_dest_leaves_the_dataset(self, root, tmp_path):
         data = _Toy(root=root)
         storage = data.preprocess(add_norm, dest=tmp_path / "out", num_frames=10)
@@ -158,15 +207,17 @@ def _observation_file(data):
     return data.data_path / "data" / "observation.memmap"
 
 
+#: preprocess keywords: this process only, this process and a worker, started workers only
+WHO_RUNS_FN = [{}, {"num_workers": 2}, {"num_workers": 2, "max_tasks_per_child": 64}]
+
+
 class TestPreprocessInPlace:
     """The engine maps the source copy-on-write and does not rewrite unmodified entries."""
 
-    @pytest.mark.parametrize("num_workers", [None, 2])
-    def test_in_place_changes_are_written_per_chunk(self, root, num_workers):
+    @pytest.mark.parametrize("workers", WHO_RUNS_FN)
+    def test_in_place_changes_are_written_per_chunk(self, root, workers):
         data = _Toy(root=root)
-        data.preprocess(
-            scale_in_place_late, num_workers=num_workers, num_chunks=4, mp_start_method="fork"
-        )
+        data.preprocess(scale_in_place_late, num_chunks=4, mp_start_method="fork", **workers)
         steps = torch.arange(ROWS, dtype=torch.float32)
         expected = torch.where(steps >= 32, steps * 2, steps).unsqueeze(-1).expand(ROWS, 3)
         stored = _Toy(root=root, download=False)[:]
@@ -176,17 +227,15 @@ class TestPreprocessInPlace:
             stored["next", "observation"], (steps + 1).unsqueeze(-1).expand(ROWS, 3)
         )
 
-    @pytest.mark.parametrize("num_workers", [None, 2])
-    def test_in_place_changes_never_reach_the_source_when_fn_fails(self, root, num_workers):
+    @pytest.mark.parametrize("workers", WHO_RUNS_FN)
+    def test_in_place_changes_never_reach_the_source_when_fn_fails(self, root, workers):
         def double_then_fail(data):
             data.get("observation").mul_(2)
             return fail_late(data)
 
         data = _Toy(root=root)
         with pytest.raises(ArithmeticError, match="boom"):
-            data.preprocess(
-                double_then_fail, num_workers=num_workers, num_chunks=8, mp_start_method="fork"
-            )
+            data.preprocess(double_then_fail, num_chunks=8, mp_start_method="fork", **workers)
         steps = torch.arange(ROWS, dtype=torch.float32).unsqueeze(-1).expand(ROWS, 3)
         torch.testing.assert_close(_Toy(root=root, download=False)[:]["observation"], steps)
 

@@ -17,6 +17,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from rl_datasets import _paths
+from rl_datasets._chunk_workers import default_start_method
 from rl_datasets._preprocess import MemmapReader, map_rows
 from rl_datasets._ted import allocate, describe, episode_ids, full_storage, split_trajectories
 from rl_replay import ImmutableDatasetWriter, TensorDictReplayBuffer, TensorStorage
@@ -254,17 +255,21 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
         transformed version back (until ``download="force"``).  If ``fn`` fails, the
         stored dataset is left as it was.
 
-        Each worker maps the stored files itself (copy-on-write: ``fn`` may modify its
-        input in place) and writes its chunks' results straight into the new files; only
-        row ranges travel between processes.  An entry ``fn`` returns unmodified (the
-        input's own tensor) is not rewritten: its file is carried over (hard-linked when
-        the dataset is replaced, copied for ``dest``).
+        With ``num_workers=n > 1``, ``n`` processes run ``fn``: this one and ``n - 1``
+        started ones (``n`` started ones when ``max_tasks_per_child`` is set), each
+        claiming the next chunk when done with one.  Every process maps the stored
+        files itself (copy-on-write: ``fn`` may modify its input in place) and writes
+        its chunks' results straight into the new files; only chunk indices travel
+        between processes.  An entry ``fn`` returns unmodified (the input's own tensor)
+        is not rewritten: its file is carried over (hard-linked when the dataset is
+        replaced, copied for ``dest``).
 
         Args:
             fn (Callable[[TensorDictBase], TensorDictBase]): the per-element transform.
             dim (int, optional): the dim along which the dataset is mapped; only ``0``.
                 Defaults to ``0``.
-            num_workers (int, optional): worker processes. Defaults to ``None`` (in this process).
+            num_workers (int, optional): processes running ``fn``, this one included.
+                Defaults to ``None`` (this process only, like ``1``).
             chunksize (int, optional): elements per task. Defaults to ``None`` (from ``num_chunks``).
             num_chunks (int, optional): number of tasks. Defaults to ``None`` (about 64k
                 elements per task, at least four tasks per worker).
@@ -272,14 +277,17 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
                 Defaults to ``None``.
             generator (torch.Generator, optional): accepted for API compatibility (the
                 result does not depend on the task order). Defaults to ``None``.
-            max_tasks_per_child (int, optional): tasks a worker runs before it is
-                replaced. Defaults to ``None`` (no limit).
+            max_tasks_per_child (int, optional): chunks a started worker runs before it
+                is replaced; this process then runs none. Defaults to ``None`` (no limit).
             worker_threads (int, optional): torch threads per worker. Defaults to ``1``.
             index_with_generator (bool, optional): accepted for API compatibility.
                 Defaults to ``False``.
             pbar (bool, optional): show a progress bar. Defaults to ``False``.
-            mp_start_method (str, optional): the multiprocessing start method. Defaults to
-                ``None`` (the platform's default).
+            mp_start_method (str, optional): how workers are started (``"fork"``,
+                ``"spawn"`` or ``"forkserver"``); with a method other than ``"fork"``,
+                ``fn`` must be picklable. Defaults to ``None``: ``"fork"`` where it is safe
+                (Linux, no CUDA context yet: the cheapest start, workers inherit ``fn``
+                and the open memory maps), ``"spawn"`` otherwise.
             num_frames (int, optional): transform only the first ``num_frames`` elements
                 (to try ``fn`` out). Defaults to ``None`` (all).
             dest (str or Path, optional): write the result there and leave the dataset
@@ -333,13 +341,13 @@ class BaseDatasetExperienceReplay(TensorDictReplayBuffer):
                 max_tasks_per_child=max_tasks_per_child,
                 worker_threads=worker_threads,
                 pbar=pbar,
-                mp_start_method=mp_start_method,
+                mp_start_method=(
+                    default_start_method() if mp_start_method is None else mp_start_method
+                ),
                 dest_files=files,
                 link=dest is None,
             )
-            result = TensorDict.load_memmap(work / _paths.DATA_DIR)
-            meta.update(preprocessed=True, num_transitions=rows, spec=describe(result))
-            del result
+            meta.update(preprocessed=True, num_transitions=rows, spec=describe(example))
             _paths.write_metadata(work, meta)
             _paths.publish(work, final)
         if dest is None:

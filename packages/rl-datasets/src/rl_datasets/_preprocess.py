@@ -1,12 +1,13 @@
 """The engine of :meth:`BaseDatasetExperienceReplay.preprocess`: map a function over a
 stored dataset, chunk by chunk, into new memory-mapped files, in worker processes.
 
-Nothing travels through pipes but row ranges and key names.  Workers receive the
-function and the reader of the source through the pool's initializer (so with the
-``"fork"`` start method any function works, closures and functions defined in
-``__main__`` or a doctest included; other start methods pickle them), map the source
-files themselves, call the function once per chunk of rows and write its output into
-the destination files, which every process opens by path.
+Nothing travels between processes but chunk indices (see
+:mod:`rl_datasets._chunk_workers`).  Every process (the calling one works too) holds
+the function and the reader of the source (inherited with the ``"fork"`` start method,
+so closures and functions defined in ``__main__`` or a doctest work; pickled once per
+worker otherwise), reads its chunks of rows from the source's memory maps, calls the
+function once per chunk and writes its output into the destination files, which every
+process opens by path.
 
 The source is mapped copy-on-write (:class:`MemmapReader`), so reading a chunk copies
 nothing and a function that modifies its input in place cannot change the stored
@@ -17,7 +18,6 @@ hard-linked into the new dataset (or copied by the kernel) once the workers are 
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import shutil
 from collections.abc import Callable
@@ -29,9 +29,10 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.utils import NestedKey
 from tqdm.auto import tqdm
 
+from rl_datasets._chunk_workers import run_chunks
+
 __all__ = ["MemmapReader", "map_rows"]
 
-_WORKER: dict[str, Any] = {}
 _COPY_BLOCK = 64 << 20
 
 
@@ -95,14 +96,41 @@ class MemmapReader:
         return {"path": self.path, "_td": None, "_files": {}}
 
 
-def _init_worker(fn: Callable, reader: Callable, dest: Path, threads: int) -> None:
-    torch.set_num_threads(threads)
-    _WORKER.update(fn=fn, reader=reader, dest=TensorDict.load_memmap(dest))
+class _Chunks:
+    """``job(i)``: write ``fn`` of chunk ``i`` into ``dest``; picklable for spawned workers.
 
+    Returns, per entry of ``dest`` (in ``out_keys`` order), 0 when it was written, or
+    ``1 + j`` when it was left unwritten because it is the reader's ``in_keys[j]``.
+    """
 
-def _run_range(bounds: tuple[int, int]) -> tuple[int, int, dict[NestedKey, NestedKey]]:
-    start, stop = bounds
-    return start, stop, _write(_WORKER["fn"], _WORKER["reader"], _WORKER["dest"], start, stop)
+    def __init__(
+        self,
+        fn: Callable,
+        reader: Callable,
+        dest: Path,
+        ranges: list[tuple[int, int]],
+        out_keys: list[NestedKey],
+        in_keys: list[NestedKey],
+        *,
+        target: TensorDictBase | None = None,
+    ) -> None:
+        self.fn, self.reader, self.dest, self.ranges = fn, reader, dest, ranges
+        self.out_keys, self.in_keys = out_keys, in_keys
+        self._target = target
+
+    def __call__(self, chunk: int) -> list[int]:
+        if self._target is None:
+            self._target = TensorDict.load_memmap(self.dest)
+        same = _write(self.fn, self.reader, self._target, *self.ranges[chunk])
+        return [self.in_keys.index(same[key]) + 1 if key in same else 0 for key in self.out_keys]
+
+    def decode(self, chunk: int, result: list[int]) -> tuple[int, int, dict[NestedKey, NestedKey]]:
+        start, stop = self.ranges[chunk]
+        same = {k: self.in_keys[r - 1] for k, r in zip(self.out_keys, result, strict=True) if r}
+        return start, stop, same
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_target": None}
 
 
 def _write(
@@ -171,20 +199,29 @@ def map_rows(
     """Write ``fn(rows)`` for every row range of the source into the tensordict at ``dest``.
 
     ``dest_files`` names the file of each entry of ``dest`` (read from ``dest`` if not given).
+    With ``num_workers > 1`` the chunks are shared between this process and started
+    workers (:func:`~rl_datasets._chunk_workers.run_chunks`).
 
     With ``link=True`` an unmodified source entry kept whole is hard-linked into
     ``dest`` (the caller then owns the source files no more: it replaces them);
     otherwise it is copied.
     """
     workers = num_workers or 1
+    if pool is not None:
+        raise ValueError(
+            "preprocess got a pool, but its workers cannot receive the dataset's reader. "
+            "Pass num_workers=... (and mp_start_method) instead of pool."
+        )
     if chunksize is None:
         parts = num_chunks if num_chunks is not None else max(workers * 4, -(-num_rows // 65536))
         chunksize = max(1, -(-num_rows // max(1, parts)))
     ranges = [(a, min(a + chunksize, num_rows)) for a in range(0, num_rows, chunksize)]
     kept: list[tuple[int, int, dict[NestedKey, NestedKey]]] = []
+    target = TensorDict.load_memmap(dest)
+    if dest_files is None:
+        dest_files = {key: Path(value.filename) for key, value in target.items(True, True)}
     with tqdm(total=num_rows, unit="row", desc="preprocess", disable=not pbar) as bar:
-        if pool is None and workers <= 1:
-            target = TensorDict.load_memmap(dest)
+        if workers <= 1:
             threads = torch.get_num_threads()
             # like a worker: copies between memory-mapped files slow down with more threads
             torch.set_num_threads(worker_threads)
@@ -194,31 +231,36 @@ def map_rows(
                     bar.update(stop - start)
             finally:
                 torch.set_num_threads(threads)
-            del target
         else:
-            if pool is not None:
-                raise ValueError(
-                    "preprocess got a pool, but its workers cannot receive the dataset's reader. "
-                    "Pass num_workers=... (and mp_start_method) instead of pool."
-                )
-            ctx = mp.get_context(mp_start_method)
-            with ctx.Pool(
-                workers,
-                initializer=_init_worker,
-                initargs=(fn, reader, dest, worker_threads),
-                maxtasksperchild=max_tasks_per_child,
-            ) as workers_pool:
-                for start, stop, same in workers_pool.imap_unordered(_run_range, ranges):
-                    kept.append((start, stop, same))
-                    bar.update(stop - start)
-    _fill_kept(kept, reader, dest, dest_files, num_rows, link=link)
+            out_keys = list(target.keys(True, True))
+            in_keys = list(reader(0, 1).keys(True, True))
+            # forked workers inherit the open maps of target; spawned ones open dest
+            job = _Chunks(fn, reader, dest, ranges, out_keys, in_keys, target=target)
+
+            def progress(chunk: int | None) -> None:
+                rows = chunksize if chunk is None else ranges[chunk][1] - ranges[chunk][0]
+                bar.update(min(rows, num_rows - bar.n))
+
+            results = run_chunks(
+                job,
+                len(ranges),
+                len(out_keys),
+                num_workers=workers,
+                threads=worker_threads,
+                mp_start_method=mp_start_method,
+                max_tasks_per_child=max_tasks_per_child,
+                progress=progress,
+            )
+            kept = [job.decode(i, result) for i, result in enumerate(results)]
+            bar.update(num_rows - bar.n)
+    del target
+    _fill_kept(kept, reader, dest_files, num_rows, link=link)
 
 
 def _fill_kept(
     kept: list[tuple[int, int, dict[NestedKey, NestedKey]]],
     reader: Any,  # Any: a reader with source_file (those without leave nothing unwritten)
-    dest: Path,
-    dest_files: dict[NestedKey, Path] | None,
+    files: dict[NestedKey, Path],
     num_rows: int,
     *,
     link: bool,
@@ -228,13 +270,6 @@ def _fill_kept(
     for start, stop, same in kept:
         for key, source in same.items():
             parts.setdefault(key, []).append((start, stop, source))
-    if not parts:
-        return
-    files = dest_files
-    if files is None:
-        layout = TensorDict.load_memmap(dest)
-        files = {key: Path(value.filename) for key, value in layout.items(True, True)}
-        del layout
     for key, spans in parts.items():
         sources = {source for _, _, source in spans}
         whole = len(spans) == len(kept) and len(sources) == 1
