@@ -2,7 +2,8 @@
 
     python benchmarks/rl-batched-envs/two_workers.py [rounds]   # ours and the floors
 
-Rows: ``Collector(SerialEnv(8))`` (one process, 8 CartPoles),
+Rows: ``Collector(SerialEnv(8))`` (one process, 8 CartPoles), ``Collector(SerialEnv(4))``
+(what one worker runs, in this process: two of them in parallel are the ideal),
 ``MultiSyncCollector`` and ``MultiAsyncCollector`` over 2 workers x
 ``SerialEnv(4)``, and the framework-free floors of both shapes
 (``_collector_floors.py``: the 8 envs in one process; 2 forked processes of 4 envs
@@ -32,6 +33,7 @@ import bench_collectors as bench
 from _harness import Context, _library
 
 _ASYNC_CALLS = 10  # timed calls per async round; the first 2 batches were collected before
+_SETTLE_S = 0.05  # pause after each timed call: no row is timed while another one works
 
 
 def _schedstat(pid: int) -> tuple[int, int]:
@@ -50,6 +52,12 @@ def _rows(ctx: Context) -> dict:
     """name -> (call, frames per call, worker pids, kind)."""
     steps = bench.STEPS
     single = bench.serial_collector(ctx)
+    env4 = bench._serial4(ctx.lib.envs)
+    collector4 = bench._collectors(ctx).Collector(
+        env4, None, frames_per_batch=4 * steps, total_frames=-1
+    )
+    bench._track(collector4, env4)
+    half = bench._batches(collector4)
     sync = bench.multi_sync_collector(ctx)
     sync_pids = bench._OPEN[-1].worker_pids()
     asyn = bench.multi_async_collector(ctx)
@@ -64,6 +72,7 @@ def _rows(ctx: Context) -> dict:
 
     return {
         "Collector(SerialEnv(8))": (single, 8 * steps, [], "one"),
+        "Collector(SerialEnv(4))": (half, 4 * steps, [], "one"),
         "MultiSyncCollector(2 x 4)": (sync, 8 * steps, sync_pids, "sync"),
         "MultiAsyncCollector(2 x 4)": (
             async_calls,
@@ -96,6 +105,7 @@ def compare(rounds: int = 15) -> dict[str, dict[str, float]]:
                 cpu = [(a[0] - b[0]) / 1e9 for a, b in zip(after, before)]
                 wait = sum(a[1] - b[1] for a, b in zip(after, before)) / 1e9
                 samples[name].append((wall, cpu, wait))
+                time.sleep(_SETTLE_S)  # the async workers' batches in flight end here
     finally:
         bench._KEEP.clear()
         bench._track()
