@@ -43,6 +43,8 @@ import os
 import sys
 from functools import partial
 
+from _collector_floors import ProcessFloor, gym_batch_floor, ids_from_done, ted
+
 from _harness import Context, Workload, run
 
 STEPS = int(os.environ.get("BENCH_COLLECTOR_STEPS", "100"))
@@ -171,13 +173,21 @@ def _serial4(envs_module):
     return envs_module.SerialEnv(4, partial(envs_module.GymEnv, ENV_ID))
 
 
-def multi_sync_collector(ctx: Context):
+def _two_workers(ctx: Context, name: str, frames_per_batch: int):
     make = partial(_serial4, ctx.lib.envs)
-    collector = _collectors(ctx).MultiSyncCollector(
-        [make, make], None, frames_per_batch=8 * STEPS, total_frames=-1
+    collector = getattr(_collectors(ctx), name)(
+        [make, make], None, frames_per_batch=frames_per_batch, total_frames=-1
     )
     _track(collector)
     return _batches(collector)
+
+
+def multi_sync_collector(ctx: Context):
+    return _two_workers(ctx, "MultiSyncCollector", 8 * STEPS)
+
+
+def multi_async_collector(ctx: Context):
+    return _two_workers(ctx, "MultiAsyncCollector", 4 * STEPS)
 
 
 # ------------------------------------------------------------------ raw loops
@@ -230,106 +240,24 @@ def raw_sync_vector_loop(ctx: Context):
 
 
 # ------------------------------------------------------------------ floors
-def _ted(obs, next_obs, action, reward, terminated, truncated, ids, batch):
-    """The documented batch over preallocated arrays: one TensorDict, no copy."""
-    import torch
-    from tensordict import TensorDict
-
-    def t(array):
-        return torch.from_numpy(array)
-
-    done = terminated | truncated
-    flags = {"done": t(done), "terminated": t(terminated), "truncated": t(truncated)}
-    root_done = torch.zeros_like(flags["done"])
-    return TensorDict(
-        {
-            "observation": t(obs),
-            "action": torch.nn.functional.one_hot(action, 2).bool(),
-            "done": root_done,
-            "terminated": root_done.clone(),
-            "truncated": root_done.clone(),
-            "collector": {"traj_ids": ids},
-            "next": {"observation": t(next_obs), "reward": t(reward), **flags},
-        },
-        batch_size=batch,
-    )
-
-
-def _gym_rows(step, reset, actions, obs, next_obs, reward, terminated, truncated):
-    """One gym env through ``len(actions)`` steps, written into row views; its resets."""
-    resets = []
-    for i, a in enumerate(actions):
-        o, r, te, tr, _ = step(a)
-        next_obs[i] = o
-        reward[i, 0], terminated[i, 0], truncated[i, 0] = r, te, tr
-        if te or tr:
-            o, _ = reset()
-            resets.append(i)
-        obs[i + 1] = o
-    return resets
-
-
-def _ids(done, first_ids, next_id):
-    """``[n, T]`` trajectory ids from the done flags: new ids in (step, env) order."""
-    import torch
-
-    n, steps = done.shape
-    ends = done.T.reshape(-1)
-    new = next_id + torch.cumsum(ends, 0) - 1
-    table = torch.cat([first_ids.unsqueeze(0), new.reshape(steps, n)])
-    starts = torch.cat([torch.ones(1, n, dtype=torch.bool), done.T])
-    rows = torch.where(starts, torch.arange(steps + 1).unsqueeze(-1), 0).cummax(0).values
-    filled = table.gather(0, rows)
-    return filled[:steps].T, filled[steps], next_id + int(ends.sum())
-
-
-def _gym_batch_floor(n: int, steps: int):
-    """``n`` gym CartPoles (one process) collecting ``steps`` steps each into arrays."""
-    import gymnasium
-    import numpy as np
-    import torch
-
-    envs = [gymnasium.make(ENV_ID) for _ in range(n)]
-    first = np.stack([env.reset(seed=i)[0] for i, env in enumerate(envs)])
-    state = {"obs": first, "ids": torch.arange(n), "next_id": n}
-
-    def loop():
-        action = torch.randint(0, 2, (n, steps))
-        actions = action.tolist()
-        obs = np.empty((n, steps + 1, 4), np.float32)
-        next_obs = np.empty((n, steps, 4), np.float32)
-        reward = np.empty((n, steps, 1), np.float32)
-        terminated = np.empty((n, steps, 1), bool)
-        truncated = np.empty((n, steps, 1), bool)
-        obs[:, 0] = state["obs"]
-        for e, env in enumerate(envs):
-            rows = (obs[e], next_obs[e], reward[e], terminated[e], truncated[e])
-            _gym_rows(env.step, env.reset, actions[e], *rows)
-        state["obs"] = obs[:, steps]
-        done = torch.from_numpy(terminated | truncated).squeeze(-1)
-        ids, state["ids"], state["next_id"] = _ids(done, state["ids"], state["next_id"])
-        batch = [n, steps] if n > 1 else [steps]
-        shape = (lambda a: a[0]) if n == 1 else (lambda a: a)
-        return _ted(
-            shape(obs[:, :steps]),
-            shape(next_obs),
-            shape(action),
-            shape(reward),
-            shape(terminated),
-            shape(truncated),
-            shape(ids),
-            batch,
-        )
-
-    return loop
-
-
 def gym_floor(ctx: Context):
-    return _gym_batch_floor(1, SINGLE)
+    return gym_batch_floor(1, SINGLE)
 
 
 def parallel_floor(ctx: Context):
-    return _gym_batch_floor(8, STEPS)
+    return gym_batch_floor(8, STEPS)
+
+
+def two_process_floor(ctx: Context):
+    floor = ProcessFloor(2, 4, STEPS)
+    _track(floor)
+    return floor.sync
+
+
+def two_process_async_floor(ctx: Context):
+    floor = ProcessFloor(2, 4, STEPS)
+    _track(floor)
+    return floor.next_async
 
 
 def envpool_floor(ctx: Context):
@@ -387,8 +315,8 @@ def envpool_floor(ctx: Context):
             obs[last, STEPS] = env.reset(last)[0]
         state["obs"] = obs[:, STEPS]
         done = torch.from_numpy(terminated | truncated)
-        ids, state["ids"], state["next_id"] = _ids(done, state["ids"], state["next_id"])
-        return _ted(
+        ids, state["ids"], state["next_id"] = ids_from_done(done, state["ids"], state["next_id"])
+        return ted(
             obs[:, :STEPS],
             next_obs,
             action,
@@ -478,9 +406,18 @@ WORKLOADS = [
         {
             "rl_stack": multi_sync_collector,
             "torchrl": multi_sync_collector,
-            "floor": parallel_floor,
+            "floor": two_process_floor,
         },
         8 * STEPS,
+    ),
+    _workload(
+        f"MultiAsyncCollector(2 x SerialEnv(4, GymEnv('{ENV_ID}')), frames_per_batch={4 * STEPS})",
+        {
+            "rl_stack": multi_async_collector,
+            "torchrl": multi_async_collector,
+            "floor": two_process_async_floor,
+        },
+        4 * STEPS,
     ),
 ]
 
@@ -532,37 +469,11 @@ def interleaved(rounds: int = 7) -> None:
     _KEEP.clear()
     _track()
     if "rl_stack" in sys.modules or _has("rl_stack"):
-        _multi_vs_single(rounds)
+        importlib.import_module("two_workers").compare(rounds)
 
 
 def _has(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
-
-
-def _multi_vs_single(rounds: int) -> None:
-    """MultiSyncCollector(2 x 4 envs) against one Collector over 8 envs, alternated."""
-    import statistics
-    import time
-
-    from _harness import _library
-
-    ctx = Context(name="rl_stack", device="cpu", lib=_library("rl_stack"))
-    _KEEP.append(True)
-    fns = {"single": serial_collector(ctx), "multi": multi_sync_collector(ctx)}
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for fn in fns.values():
-        fn()
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    single, multi = (statistics.median(times[name]) for name in ("single", "multi"))
-    print(
-        f"### collector: MultiSyncCollector(2 x 4) / Collector(SerialEnv(8)) = {single / multi:.2f}x"
-    )
-    _KEEP.clear()
-    _track()
 
 
 if __name__ == "__main__":

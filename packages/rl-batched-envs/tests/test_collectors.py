@@ -347,13 +347,15 @@ class TestSyncDataCollectorOptions:
         assert isinstance(SyncDataCollector(CountingEnv(), frames_per_batch=2), DataCollectorBase)
 
 
-def test_policy_outputs_are_recorded_after_the_random_frames():
-    def policy(td):
-        td.set("logits", torch.ones(2))
-        return td.set("action", torch.zeros(1, dtype=torch.int64))
+def logits_policy(td):
+    """Action 0 and a ``"logits"`` entry the random actions do not write."""
+    td.set("logits", torch.ones(2))
+    return td.set("action", torch.zeros(1, dtype=torch.int64))
 
+
+def test_policy_outputs_are_recorded_after_the_random_frames():
     collector = SyncDataCollector(
-        CountingEnv(max_steps=100), policy, frames_per_batch=3, init_random_frames=3
+        CountingEnv(max_steps=100), logits_policy, frames_per_batch=3, init_random_frames=3
     )
     assert "logits" not in collector.next().keys()
     assert collector.next()["logits"].shape == torch.Size([3, 2])
@@ -363,6 +365,21 @@ def test_unknown_keyword_is_refused_and_torchrl_options_are_accepted():
     with pytest.raises(TypeError, match=r"unexpected keyword.*\['frames_per_bach'\]"):
         SyncDataCollector(CountingEnv(), None, frames_per_batch=2, frames_per_bach=3)
     SyncDataCollector(CountingEnv(), None, frames_per_batch=2, use_buffers=True, no_cuda_sync=True)
+
+
+def test_rollout_into_a_batch_of_another_layout_returns_a_new_batch():
+    """A caller's batch lacking an entry the steps write is left alone (no entry is dropped)."""
+    collector = SyncDataCollector(
+        CountingEnv(max_steps=100), logits_policy, frames_per_batch=3, init_random_frames=3
+    )
+    random_batch = collector.rollout()
+    collector._frames += 3  # what iterating does: the random frames are over
+    before = random_batch.clone()
+    batch = collector.rollout(out=random_batch)
+    assert batch is not random_batch
+    assert batch["logits"].shape == torch.Size([3, 2])
+    assert (random_batch == before).all()
+    assert collector.rollout(out=batch) is batch  # the same layout: written in place
 
 
 @pytest.mark.cuda

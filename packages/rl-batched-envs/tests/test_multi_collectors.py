@@ -30,6 +30,13 @@ class ConstantAction(torch.nn.Module):
         return torch.full(observation.shape, int(self.bias.detach()), dtype=torch.int64)
 
 
+class ExtraOutput(torch.nn.Module):
+    """Action 0, and a second output the random actions do not have."""
+
+    def forward(self, observation):
+        return torch.zeros(observation.shape, dtype=torch.int64), observation * 2
+
+
 class FailingEnv(CountingEnv):
     """Fails at its ``fail_at``-th step: ``how`` is raise, kill or hang."""
 
@@ -95,6 +102,46 @@ class TestMultiSyncDataCollector:
         finally:
             collector.shutdown()
         assert _all_stopped(collector)
+
+    def test_batches_handed_out_are_not_overwritten_by_later_ones(self):
+        with MultiSyncDataCollector(
+            [MAKE, MAKE], None, frames_per_batch=6, total_frames=-1
+        ) as collector:
+            kept = [collector.next() for _ in range(3)]
+            copies = [b.clone() for b in kept]
+            for _ in range(2):
+                collector.next()
+        for batch, copy in zip(kept, copies):
+            assert (batch == copy).all()
+        ids = [b["collector", "traj_ids"] for b in kept]
+        assert ids[0].max() < ids[2].max()  # later batches did move on
+
+    def test_cat_results_over_several_batches(self):
+        env = partial(CountingEnv, batch_size=[2], max_steps=3)
+        with MultiSyncDataCollector(
+            env, None, num_workers=2, frames_per_batch=8, total_frames=24, cat_results=0
+        ) as collector:
+            batches = list(collector)
+        assert [b.batch_size for b in batches] == [torch.Size([4, 2])] * 3
+        obs = torch.cat([b["observation"] for b in batches], 1).squeeze(-1)
+        assert obs[0].tolist() == [0, 1, 2, 0, 1, 2]  # each env runs on across batches
+        ids = batches[2]["collector", "traj_ids"]
+        assert set(ids[:2].flatten().tolist()).isdisjoint(ids[2:].flatten().tolist())
+
+    @pytest.mark.parametrize("cls", [MultiSyncDataCollector, MultiaSyncDataCollector])
+    def test_policy_entries_after_the_random_frames_reach_the_batches(self, cls):
+        policy = TensorDictModule(
+            ExtraOutput(), in_keys=["observation"], out_keys=["action", "doubled"]
+        )
+        with cls(
+            [MAKE, MAKE], policy, frames_per_batch=8, total_frames=32, init_random_frames=8
+        ) as collector:
+            batches = list(collector)
+        assert "doubled" not in batches[0].keys()  # every worker's first batch is random
+        with_policy = [b for b in batches if "doubled" in b.keys()]
+        assert len(with_policy) >= 2  # at most one random batch per worker
+        for batch in with_policy:
+            assert (batch["doubled"] == 2 * batch["observation"]).all()
 
     def test_multi_collector_dispatches_on_sync(self):
         with MultiCollector([MAKE], None, frames_per_batch=2, sync=True) as collector:

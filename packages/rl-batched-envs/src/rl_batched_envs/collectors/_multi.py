@@ -1,11 +1,16 @@
 """Multi-process collectors: ``MultiSyncDataCollector``, ``MultiaSyncDataCollector``, ``aSyncDataCollector``.
 
-Each worker process runs a :class:`SyncDataCollector` over its own envs and stacks
-its batches into a shared-memory batch (see ``_process.py``); the parent copies a
-batch out once (the stack/cat of the sync collector, a clone for the async ones)
-before the worker may overwrite it. A worker exception, death or silence past
-``timeout`` stops every worker and raises here (the worker's own exception type,
-:class:`~rl_batched_envs._errors.WorkerDiedError` or ``TimeoutError``).
+Each worker process runs a :class:`SyncDataCollector` over its own envs and writes
+every batch in place into shared memory (see ``_process.py``); the parent copies a
+batch out once before a worker may overwrite it. The sync collector owns one
+shared ``[num_workers, ...]`` buffer, each worker collecting into its slice, so a
+batch is one clone (``cat_results="stack"``) or one concatenation of the slices;
+the async ones clone the worker's own shared batch. Per batch the parent sends one
+byte to each worker and blocks on the pipes (no polling loop, no per-step work, no
+weight copy unless :meth:`update_policy_weights_` is called). A worker exception,
+death or silence past ``timeout`` stops every worker and raises here (the worker's
+own exception type, :class:`~rl_batched_envs._errors.WorkerDiedError` or
+``TimeoutError``).
 """
 
 from __future__ import annotations
@@ -28,8 +33,10 @@ from rl_batched_envs.collectors._base import (
 )
 from rl_batched_envs.collectors._process import (
     COLLECT,
+    OUT,
     WorkerSpec,
     copy_weights,
+    pickle_batch,
     share_weights,
     start_workers,
     unpickle_batch,
@@ -208,10 +215,11 @@ class MultiCollector(DataCollectorBase):
             raise
 
     def _received(self, worker: int, reply: bytes) -> TensorDictBase:
-        """The worker's shared batch (attached from its first reply)."""
+        """The worker's shared batch (a reply carrying one replaces the previous one)."""
+        if reply:
+            self._shared[worker] = unpickle_batch(reply)
         shared = self._shared[worker]
-        if shared is None:
-            shared = self._shared[worker] = unpickle_batch(reply)
+        assert shared is not None  # the worker's first reply carries its batch
         return shared
 
     def worker_pids(self) -> list[int]:
@@ -339,15 +347,59 @@ class MultiSyncDataCollector(MultiCollector):
     def _batch_frames(self) -> int:
         return sum(self._worker_frames)
 
+    _out: TensorDictBase | None = None  # the buffer the workers collect into
+    _slices: Sequence[TensorDictBase] = ()  # its per-worker views
+
     def _next_raw(self) -> TensorDictBase:
         pool = self._live_pool()
         workers = self._workers
         self._guard(pool.send, workers, COLLECT, "collect")
         replies = self._guard(pool.recv, workers, "collect")
+        if self._out is not None and not any(replies):  # every worker wrote its slice
+            return self._gather(self._out, self._slices)
         batches = [self._received(w, r) for w, r in zip(workers, replies)]
-        if self.cat_results == "stack":
-            return torch.stack(batches, 0)
-        return torch.cat(batches, self.cat_results)
+        batch = self._gather(None, batches)
+        self._own(batches)
+        return batch
+
+    def _gather(
+        self, out: TensorDictBase | None, slices: Sequence[TensorDictBase]
+    ) -> TensorDictBase:
+        """A new batch: the slices stacked (a clone of ``out``) or concatenated."""
+        if self.cat_results != "stack":
+            return torch.cat(slices, self.cat_results)
+        return torch.stack(slices, 0) if out is None else out.clone()
+
+    def _own(self, batches: list[TensorDictBase]) -> None:
+        """Give each worker a slice of one shared buffer to collect into from now on.
+
+        Only when the workers' batches share one layout (else each keeps its own).
+        """
+        self._out, self._slices = None, ()
+        first = _layout(batches[0])
+        if any(_layout(b) != first for b in batches[1:]):
+            return
+        out = torch.stack(batches, 0).share_memory_()
+        slices = [out[w] for w in self._workers]
+        pool = self._live_pool()
+        for w, view in zip(self._workers, slices):
+            self._guard(pool.send, [w], OUT + pickle_batch(view), "collect")
+        self._guard(pool.recv, self._workers, "collect")
+        self._out, self._slices = out, slices
+        self._shared = [None] * self.num_workers
+
+    def shutdown(self) -> None:
+        """Stop every worker process; idempotent."""
+        super().shutdown()
+        self._out, self._slices = None, ()
+
+
+def _layout(batch: TensorDictBase) -> tuple:
+    """What must match for batches to stack: batch size, entries, shapes, dtypes."""
+    leaves = sorted(
+        (str(key), value.shape, value.dtype) for key, value in batch.items(True, True)
+    )
+    return batch.batch_size, leaves
 
 
 class MultiaSyncDataCollector(MultiCollector):

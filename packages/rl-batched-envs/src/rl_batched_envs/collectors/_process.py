@@ -6,9 +6,13 @@ detection, typed errors, shutdown), started empty and given these processes, so
 collectors and batched envs fail, time out and stop the same way.
 
 Protocol, one pipe per worker: a one-byte ``COLLECT`` makes the worker collect one
-batch into its shared-memory batch (allocated and handed to the parent, pickled
-with ``ForkingPickler``, at the first batch; every later batch is stacked straight
-into it); a pickled ``(method, args)`` message calls a collector method
+batch in place into its shared-memory batch and answer with one ``OK`` byte. The
+first batch, and a batch whose layout changed (a policy writing more entries than
+the random actions of ``init_random_frames``), is collected into new memory, moved
+to shared memory and handed to the parent with the reply (pickled with
+``ForkingPickler``: handles, no data). ``OUT`` hands the worker the batch to collect
+into from then on: the multi-sync collector gives each worker its slice of one
+buffer it owns. A pickled ``(method, args)`` message calls a collector method
 (``set_seed``, ``state_dict``, ...). Replies start with the pool's ``OK``/``ERR``
 byte, so a worker's exception is re-raised in the parent with its type and traceback.
 
@@ -38,6 +42,7 @@ from rl_batched_envs._worker import CALL, ERR, OK, WorkerPool
 from rl_batched_envs.collectors._sync import SyncDataCollector
 
 COLLECT = b"n"  # collect one batch into the shared batch
+OUT = b"o"  # the batch to collect into from now on (a view of the parent's buffer)
 
 
 @dataclass
@@ -128,13 +133,16 @@ def worker_main(
         code = msg[:1]
         try:
             if code == COLLECT:
-                if shared is None:
-                    shared = collector.rollout().share_memory_()
-                    reply = OK + bytes(ForkingPickler.dumps(shared))
-                else:
-                    collector.rollout(out=shared)
+                batch = collector.rollout(out=shared)
+                if batch is shared:
                     reply = OK
+                else:  # the first batch, or a new layout: share it, then reuse it
+                    shared = batch.share_memory_()
+                    reply = OK + pickle_batch(shared)
                 collector._frames += shared.numel()
+            elif code == OUT:
+                shared = pickle.loads(msg[1:])
+                reply = OK
             elif code == CALL:
                 name, args = pickle.loads(msg[1:])
                 reply = OK + dumps(getattr(collector, name)(*args))
@@ -185,6 +193,11 @@ def start_workers(
     return pool, [pickle.loads(reply) for reply in replies]
 
 
+def pickle_batch(batch: Any) -> bytes:  # Any: a shared-memory TensorDict
+    """``batch`` as handles to its shared memory (no data), for :func:`unpickle_batch`."""
+    return bytes(ForkingPickler.dumps(batch))
+
+
 def unpickle_batch(reply: bytes) -> Any:  # Any: the worker's shared TensorDict
-    """The shared-memory batch a worker sent with its first reply."""
+    """The shared-memory batch pickled by :func:`pickle_batch` (a worker's or the parent's)."""
     return pickle.loads(reply)

@@ -124,11 +124,17 @@ class StepRecorder:
         return [v.clone() for v in values]
 
     def finish(self, out: TensorDictBase | None, traj_key: NestedKey | None) -> TensorDictBase:
-        """Stack the recorded steps into a ``[*batch, time]`` tensordict (into ``out`` if given)."""
+        """Stack the recorded steps into a ``[*batch, time]`` tensordict.
+
+        The steps go into ``out`` when it has exactly the recorded entries, with
+        their shapes and dtypes (then ``out`` is returned); otherwise (``None``, or
+        a batch of another layout, e.g. one collected before a policy added an
+        entry) into a new tensordict, which the caller tells from ``out`` by identity.
+        """
         dim = self.dim
         keys = self.root_keys + [("next", *_as_tuple(k)) for k in self.next_keys]
         stack: Callable = torch.stack
-        if out is not None:
+        if out is not None and self._fits(out, keys, traj_key):
             for key, lst in zip(keys, self.lists):
                 stack(lst, dim, out=out.get(key))
             if traj_key is not None:
@@ -142,6 +148,23 @@ class StepRecorder:
         batch = TensorDict(tree, batch_size=[*self.batch_size, self.steps])
         batch.names = [None] * dim + ["time"]
         return batch
+
+
+    def _fits(
+        self, out: TensorDictBase, keys: list[NestedKey], traj_key: NestedKey | None
+    ) -> bool:
+        """Whether ``out`` holds exactly the recorded entries, each in its stacked layout."""
+        wanted = {_as_tuple(k): lst[0] for k, lst in zip(keys, self.lists)}
+        if traj_key is not None:
+            wanted[_as_tuple(traj_key)] = self.ids[0]
+        if {_as_tuple(k) for k in out.keys(True, True)} != set(wanted):
+            return False
+        size = (*self.batch_size, self.steps)
+        for key, first in wanted.items():
+            value = out.get(key)
+            if value.dtype != first.dtype or value.shape != (*size, *first.shape[self.dim :]):
+                return False
+        return True
 
 
 def _as_tuple(key: NestedKey) -> tuple[str, ...]:
