@@ -11,6 +11,7 @@ from functools import partial
 
 import pytest
 import torch
+from tensordict.nn import TensorDictModule
 
 from rl_stack.collectors import SyncDataCollector
 from rl_stack.data import OneHot
@@ -153,9 +154,29 @@ def _policy_batches(env, make_policy, frames_per_batch, n=3):
     return batches, plan is not None and plan.ready
 
 
+class _AsDict(_Linear):
+    """A module returning its outputs as a dict (TensorDictModule picks them by out key)."""
+
+    def forward(self, observation):
+        action, logits = super().forward(observation)
+        return {"logits": logits, "action": action}
+
+
+class _Wrapped(TensorDictModule):
+    """A TensorDictModule subclass: the collector calls the wrapper, not its module alone."""
+
+
+def _wrapped(env):
+    return _Wrapped(
+        _Linear(env.action_spec), in_keys=["observation"], out_keys=["action", "logits"]
+    )
+
+
 _POLICIES = {
     "tdmodule": _module,
     "sampled": partial(_module, cls=_Sampled),
+    "as_dict": partial(_module, cls=_AsDict),
+    "subclass": _wrapped,
     "plain": _plain,
 }
 
@@ -219,3 +240,22 @@ def test_batched_gym_collectors_with_a_policy_equal_the_general_path(batched):
     )
     assert in_place
     _assert_same(got, want)
+
+
+def test_a_module_returning_fewer_outputs_than_out_keys_gets_a_clear_error():
+    env = _seeded(GymEnv("CartPole-v1"))
+    linear = _Linear(env.action_spec)
+    calls = []
+
+    def forward(observation):
+        calls.append(1)
+        action, logits = linear(observation)
+        return (action, logits) if len(calls) <= 20 else action
+
+    policy = TensorDictModule(forward, in_keys=["observation"], out_keys=["action", "logits"])
+    collector = SyncDataCollector(env, policy, frames_per_batch=20, total_frames=-1)
+    it = iter(collector)
+    next(it)  # the general path: learns the two outputs
+    with pytest.raises(RuntimeError, match=r"returned 1 tensor\(s\) for its 2 out_keys"):
+        next(it)
+    collector.shutdown()

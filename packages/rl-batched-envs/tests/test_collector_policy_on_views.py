@@ -66,3 +66,22 @@ def test_a_stepper_without_a_per_step_mode_keeps_the_general_path():
     assert engine is not None and collector._on_views.ready  # asked, and declined
     collector.shutdown()
     reference.shutdown()
+
+
+class _Subclass(TensorDictModule):
+    pass
+
+
+def test_a_plain_tensordict_module_is_called_through_its_module_alone():
+    plain = TensorDictModule(_action, in_keys=["observation"], out_keys=["action"])
+    assert PolicyOnViews(CountingEnv(), plain, CARRIED)._bare_module() is _action
+    keyword = TensorDictModule(
+        lambda observation: _action(observation),
+        in_keys={"observation": "observation"},
+        out_keys=["action"],
+    )
+    hooked = TensorDictModule(_action, in_keys=["observation"], out_keys=["action"])
+    hooked.register_forward_hook(lambda module, args, out: out)
+    subclass = _Subclass(_action, in_keys=["observation"], out_keys=["action"])
+    for policy in (keyword, hooked, subclass):  # the wrapper does more: it is called
+        assert PolicyOnViews(CountingEnv(), policy, CARRIED)._bare_module() is None

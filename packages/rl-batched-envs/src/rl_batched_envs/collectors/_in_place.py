@@ -25,6 +25,7 @@ import torch
 from tensordict import NestedKey, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 
+from rl_batched_envs._td import bare_module
 from rl_batched_envs.collectors._policy import _signature_names
 from rl_envs_core import EnvBase
 from rl_envs_core.extension import StepByStep, new_unchecked
@@ -63,6 +64,7 @@ class PolicyOnViews:
         self.inputs: list[str] = []
         self.outputs: list[NestedKey] = []
         self.layout: dict[NestedKey, tuple[torch.Size, torch.dtype]] | None = None
+        self.module_out_keys: list[NestedKey] = []
         if isinstance(policy, TensorDictModuleBase):
             ins = [_flat(k) for k in getattr(policy, "in_keys", ())]
             outs = [_flat(k) for k in getattr(policy, "out_keys", ())]
@@ -71,10 +73,27 @@ class PolicyOnViews:
                 self.outputs = list(dict.fromkeys([*self.action_keys, *outs]))
         else:
             names = _signature_names(policy)
-            if names and set(names) <= set(self.carried) and set(names) <= {
-                k for k in env.observation_keys if isinstance(k, str)
-            }:
+            if (
+                names
+                and set(names) <= set(self.carried)
+                and set(names) <= {k for k in env.observation_keys if isinstance(k, str)}
+            ):
                 self.kind, self.inputs, self.outputs = "plain", names, list(self.action_keys)
+
+    def _bare_module(self) -> Callable | None:
+        """The module of a plain ``TensorDictModule`` whose outputs are all in the batch."""
+        if self.kind != "module":
+            return None
+        module = bare_module(self.policy)
+        if module is None:
+            return None
+        out_keys = [_flat(k) for k in self.policy.out_keys]
+        if self.policy.out_keys_source != self.policy.out_keys or not set(self.outputs) <= set(
+            out_keys
+        ):
+            return None
+        self.module_out_keys = out_keys
+        return module
 
     def _writable(self, outs: list[NestedKey]) -> bool:
         for key in outs:
@@ -149,14 +168,30 @@ class PolicyOnViews:
         # Python's garbage collector busy); a step's rows of an [env, time] entry are
         # strided, so the policy gets contiguous copies there
         if dim:
+
             def at(v: torch.Tensor, t: int) -> torch.Tensor:
                 return v.select(dim, t).contiguous()
         else:
+
             def at(v: torch.Tensor, t: int) -> torch.Tensor:
                 return v[t]
+
         ins = [(key, batch.get(key)) for key in self.inputs]
         outs = [(key, batch.get(key)) for key in self.outputs]
         policy, size, step = self.policy, self.env.batch_size, run.step
+        module = self._bare_module()
+        if module is not None:
+            # a plain TensorDictModule: its module on the inputs, outputs by out_keys
+            # (what its call computes, without building a tensordict per step)
+            dst_of = dict(outs)
+            targets = [(key, dst_of.get(key)) for key in self.module_out_keys]
+            for t in range(steps):
+                result = module(*[at(v, t) for _, v in ins])
+                for (key, dst), value in zip(targets, _as_outputs(result, targets, policy)):
+                    if dst is not None:
+                        _write(key, value, dst.select(dim, t), policy)
+                step(t)
+            return
         if self.kind == "module":
             for t in range(steps):
                 source = {k: at(v, t) for k, v in ins}
@@ -179,13 +214,23 @@ class PolicyOnViews:
             step(t)
 
 
+def _as_outputs(result: Any, targets: list, policy: Any) -> tuple:  # Any: a module's output
+    """A module's result as one value per out key, as ``TensorDictModule`` reads it."""
+    keys = [key for key, _ in targets]
+    if isinstance(result, (dict, TensorDictBase)) and all(key in result for key in keys):
+        return tuple(result[key] for key in keys)
+    values = result if isinstance(result, tuple) else (result,)
+    if len(values) != len(keys):
+        raise RuntimeError(
+            f"The collector's policy {policy!r} returned {len(values)} tensor(s) for its "
+            f"{len(keys)} out_keys {keys}. Return one tensor per out key."
+        )
+    return values
+
+
 def _write(key: NestedKey, value: Any, dst: torch.Tensor, policy: Any) -> None:  # Any: output
     """Copy one policy output into the batch, refusing a change of layout."""
-    if (
-        not isinstance(value, torch.Tensor)
-        or value.shape != dst.shape
-        or value.dtype != dst.dtype
-    ):
+    if not isinstance(value, torch.Tensor) or value.shape != dst.shape or value.dtype != dst.dtype:
         got = (
             f"shape {tuple(value.shape)} and dtype {value.dtype}"
             if isinstance(value, torch.Tensor)
