@@ -51,7 +51,6 @@ def make_env(envs, data, batch: int, pixels: bool = False, device: str = "cpu"):
             self.observation_spec = data.Composite(obs, shape=shape)
             self.action_spec = data.Categorical(2, shape=(*shape, 1))
             self.reward_spec = data.Unbounded(shape=(*shape, 1))
-            self.add_truncated_keys()  # _step reports "truncated" too
             self.count = torch.zeros((*shape, 1))
             self.falses = torch.zeros((*shape, 1), dtype=torch.bool)
             self.ones = torch.ones((*shape, 1))
@@ -81,7 +80,9 @@ def make_env(envs, data, batch: int, pixels: bool = False, device: str = "cpu"):
         def _set_seed(self, seed):
             return seed
 
-    return CountingEnv()
+    # _step reports "truncated" too; declared once built (TorchRL completes the
+    # done specs after __init__, so it cannot be declared inside it)
+    return CountingEnv().add_truncated_keys()
 
 
 def knuth_hash(value: torch.Tensor) -> torch.Tensor:

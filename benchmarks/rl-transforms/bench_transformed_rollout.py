@@ -45,7 +45,6 @@ def make_counting_env(ctx: Context, batch: int, pixels: bool):
             self.observation_spec = data.Composite(obs, shape=shape)
             self.action_spec = data.Categorical(2, shape=(*shape, 1))
             self.reward_spec = data.Unbounded(shape=(*shape, 1))
-            self.add_truncated_keys()  # _step reports "truncated" too
             self.count = torch.zeros((*shape, 1), device=ctx.device)
             self.falses = torch.zeros((*shape, 1), dtype=torch.bool, device=ctx.device)
             self.ones = torch.ones((*shape, 1), device=ctx.device)
@@ -77,7 +76,9 @@ def make_counting_env(ctx: Context, batch: int, pixels: bool):
         def _set_seed(self, seed):
             return seed
 
-    return CountingEnv()
+    # _step reports "truncated" too; declared once built (TorchRL completes the
+    # done specs after __init__, so it cannot be declared inside it)
+    return CountingEnv().add_truncated_keys()
 
 
 def rollout_setup(batch: int, chain: str):

@@ -124,6 +124,11 @@ class TestRollout:
         assert isinstance(data, LazyStackedTensorDict)
         assert data.names[-1] == "time"
 
+    def test_lazy_stack_of_batched_steps_names_time_only(self):
+        data = CountingEnv(max_steps=10, batch_size=[2]).rollout(3, return_contiguous=False)
+        assert data.names == [None, "time"]
+        assert all(step.names == [None] for step in data.tensordicts)
+
     def test_auto_reset_false_needs_a_tensordict(self):
         with pytest.raises(ValueError, match="needs a tensordict to start from"):
             CountingEnv().rollout(3, auto_reset=False)

@@ -7,6 +7,7 @@ import torch
 from tensordict import LazyStackedTensorDict, TensorDict
 
 from rl_envs_core import step_mdp
+from rl_envs_core._td import to_device
 from rl_envs_core.extension import (
     any_true,
     complete_done,
@@ -218,3 +219,27 @@ class TestStepPathHelpers:
         nxt = env.step(env.rand_action(env.reset()))["next"]
         assert {"done", "terminated", "truncated"} <= set(nxt.keys())
         assert nxt["terminated"].dtype == torch.bool and not nxt["truncated"].any()
+
+
+class TestToDevice:
+    """to_device gives what TensorDict.to gives, sharing the tensors when none moves."""
+
+    def test_flat_output_without_device_is_labelled(self):
+        td = TensorDict({"a": torch.zeros(2, 1), "b": torch.ones(2, dtype=torch.bool)}, [2])
+        out = to_device(td, torch.device("cpu"))
+        ref = td.to("cpu")
+        assert out is not td and td.device is None
+        assert out.device == ref.device and out.batch_size == ref.batch_size
+        assert all(out[key] is td[key] for key in ("a", "b"))
+
+    def test_nested_and_named_take_the_generic_cast(self):
+        nested = TensorDict({"a": {"b": torch.zeros(2)}}, [2])
+        out = to_device(nested, torch.device("cpu"))
+        assert out.device == torch.device("cpu") and out["a"].device == torch.device("cpu")
+        named = TensorDict({"a": torch.zeros(2)}, [2], names=["time"])
+        assert to_device(named, torch.device("cpu")).names == ["time"]
+
+    def test_env_step_output_carries_the_env_device(self):
+        env = CountingEnv(device="cpu")
+        data = env.step(env.rand_action(env.reset()))
+        assert data["next"].device == torch.device("cpu")

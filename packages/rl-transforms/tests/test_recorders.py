@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -120,16 +122,74 @@ class TestVideoRecorder:
         assert sink.videos[0][1].eq(0).all()
 
     @pytest.mark.parametrize("requires_grad", [False, True])
-    def test_each_kept_frame_is_an_equal_copy(self, requires_grad):
+    def test_kept_frames_equal_the_env_frames(self, requires_grad):
         recorder = VideoRecorder(None, "clip", skip=1)
         images = [torch.rand(3, 4, 4, requires_grad=requires_grad) for _ in range(3)]
         for image in images:
             recorder(TensorDict({"pixels": image}))
         assert len(recorder.obs) == 3 and recorder.count == 3
         for kept, image in zip(recorder.obs, images):
-            assert kept is not image and not kept.requires_grad
+            assert not kept.requires_grad
             assert torch.equal(kept, image.detach())
-            assert kept.untyped_storage().data_ptr() != image.untyped_storage().data_ptr()
+        # the first frame of a video is a copy, new frames after it are kept as they are
+        assert recorder.obs[0] is not images[0]
+        if not requires_grad:
+            assert recorder.obs[1] is images[1] and recorder.obs[2] is images[2]
+
+    def test_one_buffer_written_in_place(self):
+        # an env returning the same tensor, written in place at every step
+        sink = VideoSink()
+        recorder = VideoRecorder(sink, "clip", skip=1)
+        buffer = torch.zeros(3, 4, 4, dtype=torch.uint8)
+        for value in range(5):
+            recorder(TensorDict({"pixels": buffer.fill_(value)}))
+        buffer.fill_(99)
+        recorder.dump()
+        video = sink.videos[0][1][0]
+        assert [int(frame.max()) for frame in video] == [0, 1, 2, 3, 4]
+
+    def test_numpy_buffer_shared_with_the_frames(self):
+        # an env returning torch.from_numpy of one numpy array it overwrites
+        sink = VideoSink()
+        recorder = VideoRecorder(sink, "clip", skip=1, in_keys=["pixels"])
+        array = np.zeros((4, 4, 3), dtype=np.uint8)
+        for value in range(4):
+            array[...] = value
+            recorder(TensorDict({"pixels": torch.from_numpy(array)}))
+        recorder.dump()
+        assert [int(frame.max()) for frame in sink.videos[0][1][0]] == [0, 1, 2, 3]
+
+    def test_buffers_used_in_turn(self):
+        # three buffers in rotation: the reuse shows at the fourth frame, before the
+        # frames held by reference are written over
+        sink = VideoSink()
+        recorder = VideoRecorder(sink, "clip", skip=1)
+        buffers = [torch.zeros(3, 4, 4, dtype=torch.uint8) for _ in range(3)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for step in range(8):
+                recorder(TensorDict({"pixels": buffers[step % 3].fill_(step)}))
+        recorder.dump()
+        assert [int(frame.max()) for frame in sink.videos[0][1][0]] == list(range(8))
+
+    def test_frame_edited_after_it_was_kept_warns(self):
+        sink = VideoSink()
+        recorder = VideoRecorder(sink, "clip", skip=1)
+        first, second = frames((3, 4, 4)), torch.zeros(3, 4, 4, dtype=torch.uint8)
+        recorder(TensorDict({"pixels": first}))
+        recorder(TensorDict({"pixels": second}))  # held by reference
+        with pytest.warns(UserWarning, match=r"'clip'.*1 earlier frame.*new tensor"):
+            recorder(TensorDict({"pixels": second.fill_(7)}))
+        assert len(recorder.obs) == 3
+
+    def test_same_unchanged_frame_twice(self):
+        sink = VideoSink()
+        recorder = VideoRecorder(sink, "clip", skip=1)
+        image = frames((3, 4, 4))
+        for _ in range(3):
+            recorder(TensorDict({"pixels": image}))
+        recorder.dump()
+        assert all(torch.equal(frame, image) for frame in sink.videos[0][1][0])
 
     def test_dump_clears_and_counts(self):
         sink = VideoSink()

@@ -17,7 +17,7 @@ from rl_envs_core import _check, _done, _partial, _rollout, _spec_views, _valida
 from rl_envs_core._auto_reset import AutoResetHandler, make_auto_reset_handler
 from rl_envs_core._spec_lock import lock_specs_after
 from rl_envs_core._step_mdp import advance, as_tuple
-from rl_envs_core._td import get_entry, has_entries, set_child, set_entry
+from rl_envs_core._td import get_entry, has_entries, set_child, set_entry, to_device
 from rl_envs_core._transform_hook import make_transformed_env
 from rl_specs import Categorical, Composite, TensorSpec, Unbounded
 
@@ -300,7 +300,7 @@ class EnvBase(nn.Module):
         if names is None or not has_entries(out, names):  # checked here: one call per step
             _done.complete_done(self, out, fill_zeros=True)  # a missing done entry: "not done"
         if self._device is not None and out.device != self._device:
-            out = out.to(self._device)
+            out = to_device(out, self._device)
         if not self._io_checked:
             # done flags returned in another shape (a scalar False for a (1,) spec) are
             # reshaped on every step once the first one needed it
@@ -431,7 +431,7 @@ class EnvBase(nn.Module):
         if out is tensordict:
             out = out.copy()
         if self._device is not None and out.device != self._device:
-            out = out.to(self._device)
+            out = to_device(out, self._device)
         zeros = _done.complete_done(self, out, fill_zeros=True)
         if resets:
             # every element reset (e.g. an unbatched env at each episode end): the

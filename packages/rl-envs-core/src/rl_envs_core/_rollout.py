@@ -116,7 +116,7 @@ def _mark_truncated(env: EnvBase, data: TensorDictBase) -> None:
 
 def _stack(env: EnvBase, steps: RolloutSteps, out: TensorDictBase | None) -> TensorDictBase:
     try:
-        result = steps.stack()
+        result = steps.stack("time")
     except RuntimeError as err:
         if env._key_cache()["dynamic"]:
             raise RuntimeError(
@@ -131,7 +131,9 @@ def _stack(env: EnvBase, steps: RolloutSteps, out: TensorDictBase | None) -> Ten
             f"holding every entry of env.reset(), declare varying dims as -1 in the "
             f"specs, or call rollout(..., return_contiguous=False)."
         ) from err
-    result.names = [None] * steps.dim + ["time"]
+    names = [None] * steps.dim + ["time"]
+    if result.names != names:  # a lazy stack of unnamed steps is named already
+        result.names = names
     if out is not None:
         out.update(result)
         return out

@@ -200,14 +200,20 @@ class RolloutSteps:
         out.extend(self._pending)
         return out
 
-    def stack(self) -> TensorDictBase:
+    def stack(self, stack_dim_name: str | None = None) -> TensorDictBase:
         """The steps stacked: lazily if asked, else into one contiguous tensordict.
+
+        Args:
+            stack_dim_name (str, optional): the name a lazy stack gives its stack dim
+                (naming it afterwards renames every step). Defaults to ``None``.
 
         Raises:
             RuntimeError: the steps do not stack (keys or shapes vary).
         """
         if self._lazy:
-            return LazyStackedTensorDict.lazy_stack(self._pending, self.dim)
+            return LazyStackedTensorDict.lazy_stack(
+                self._pending, self.dim, stack_dim_name=stack_dim_name
+            )
         if self._folding and self._pending:
             self._fold()
         if self._folding:

@@ -217,16 +217,27 @@ class BatchSizeTransform(Transform):
             memo = self._lazy["memo_out"] = {}
         return _reshape(data, shape, memo, record=record)
 
+    def _reshaping(self) -> tuple[torch.Size, torch.Size] | None:
+        """(parent batch size, new batch size) when the env is reshaped, else ``None``."""
+        lazy = self._lazy
+        if "reshaping" not in lazy:
+            shapes = lazy.get("shapes")
+            if shapes is None:
+                return None  # the specs did not go through yet: nothing to cache
+            inner, outer = shapes
+            same_count = inner != outer and inner.numel() == outer.numel()
+            lazy["reshaping"] = shapes if same_count else None
+        return lazy["reshaping"]
+
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        shapes = self._lazy.get("shapes")
-        inner, outer = shapes if shapes is not None else (None, None)
-        if next_tensordict.batch_size != inner or inner == outer or inner.numel() != outer.numel():
+        reshaping = self._reshaping()
+        if reshaping is None or next_tensordict.batch_size != reshaping[0]:
             self.__dict__["_sources"] = None
             return self._call(next_tensordict)
         # remember which base-env tensor each reshaped entry views: the next step's
         # input holds these entries, and the inverse hands the base env its own tensors
         record: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        out = self._reshape_out(next_tensordict, outer, record)
+        out = self._reshape_out(next_tensordict, reshaping[1], record)
         self.__dict__["_sources"] = record
         return out
 
@@ -237,8 +248,10 @@ class BatchSizeTransform(Transform):
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
         if self._lazy.get("shapes") is None and self.parent is None:
             return tensordict  # out of an env (a replay buffer): no env batch size to go back to
-        inner, outer = self._shapes()
-        if tensordict.batch_size == outer and inner != outer and inner.numel() == outer.numel():
+        self._shapes()
+        reshaping = self._reshaping()
+        if reshaping is not None and tensordict.batch_size == reshaping[1]:
+            inner = reshaping[0]
             memo = self._lazy.get("memo_in")
             if memo is None:
                 memo = self._lazy["memo_in"] = {}
@@ -279,6 +292,7 @@ class BatchSizeTransform(Transform):
         inner = spec.shape
         outer = self.transform_env_batch_size(inner)
         self._lazy["shapes"] = (inner, outer)
+        self._lazy.pop("reshaping", None)
         return outer
 
     def _resize(self, spec: Composite, outer: torch.Size) -> Composite:

@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
-from rl_envs_core.extension import any_true, entries, new_unchecked
+from rl_envs_core.extension import any_true, entries, key_layout, new_unchecked
 from rl_envs_core.extension import get_entry as read
 from rl_envs_core.extension import set_entry as write
 from rl_specs import Composite, TensorSpec
@@ -90,7 +90,8 @@ class MultiAction(Transform):
             keys = self._lazy["keys"] = {
                 "action": list(parent.action_keys),
                 "reward": list(parent.reward_keys),
-                "done": list(parent.done_keys),
+                # "done" is the union of its level's end signals: one read per level
+                "done_flags": list(key_layout(parent)["done_flags"]),
                 "observation": list(parent.full_observation_spec.keys(True, True)),
             }
         return keys
@@ -129,13 +130,19 @@ class MultiAction(Transform):
                     f"Available keys: {sorted(map(str, tensordict.keys(True, True)))}. Write "
                     f"the actions, stacked at dim {position}, before calling env.step."
                 )
-            expected = list(spec[key])
-            if value.dim() != len(expected) + 1 or position >= value.dim():
-                found = tuple(value.shape)
-                raise ValueError(self._shape_message(key, expected, position, found))
-            rest = [s for i, s in enumerate(value.shape) if i != position]
-            if rest != expected:
-                raise ValueError(self._shape_message(key, expected, position, tuple(value.shape)))
+            checked = self._lazy.get("checked")
+            if checked is None:
+                checked = self._lazy["checked"] = set()
+            if (key, value.shape, position) not in checked:  # each stack shape checked once
+                expected = list(spec[key])
+                if value.dim() != len(expected) + 1 or position >= value.dim():
+                    found = tuple(value.shape)
+                    raise ValueError(self._shape_message(key, expected, position, found))
+                rest = [s for i, s in enumerate(value.shape) if i != position]
+                if rest != expected:
+                    found = tuple(value.shape)
+                    raise ValueError(self._shape_message(key, expected, position, found))
+                checked.add((key, value.shape, position))
             if length is not None and value.shape[position] != length:
                 raise ValueError(
                     f"MultiAction expected every action stack to hold the same number of "
@@ -250,7 +257,7 @@ class MultiAction(Transform):
     def _done_mask(self, nxt: TensorDictBase, batch: torch.Size) -> torch.Tensor | None:
         """The elements done after a sub-step (``None`` when none is)."""
         mask = None
-        for key in self._keys()["done"]:
+        for key in self._keys()["done_flags"]:
             value = read(nxt, key)
             if value is None or not any_true(value):
                 continue
@@ -285,7 +292,8 @@ class MultiAction(Transform):
             if last is None:
                 continue
             values = [step[key] for step in history]
-            values += [torch.zeros_like(last)] * skipped  # every element had stopped
+            if skipped:  # every element had stopped
+                values += [torch.zeros_like(last)] * skipped
             write(next_tensordict, key, torch.stack([*values, last], position))
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:

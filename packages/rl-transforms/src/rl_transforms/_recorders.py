@@ -9,6 +9,7 @@ data so that envs without pixel observations can be recorded too.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,11 @@ class VideoRecorder(ObservationTransform):
     ``[1, T, 3, H, W]`` uint8 video. Frames may be channels-first or
     channels-last, uint8 or float in ``[0, 1]``, with or without batch dims; a
     batch becomes one grid image per step (``make_grid=True``) or consecutive
-    frames. Frames are only copied during the rollout; the layout work happens
-    once, at :meth:`dump`. The frames stay in memory until :meth:`dump` is called.
+    frames. During the rollout a frame is only kept: the env's tensor itself (as
+    a rollout keeps it), or a copy where the env writes its frames into memory
+    the recorder already holds (the first frame of each video is copied to find
+    such envs); the layout work happens once, at :meth:`dump`. The frames stay
+    in memory until :meth:`dump` is called.
 
     Args:
         logger (Logger): where the video goes (``None``: frames are kept and dropped
@@ -139,6 +143,8 @@ class VideoRecorder(ObservationTransform):
         self.iter = 0
         self.count = 0
         self.obs: list[torch.Tensor] = []
+        self.__dict__["_held"] = {}  # address -> (tensor, version) of the frames held
+        self.__dict__["_copying"] = False
 
     @property
     def skip(self) -> int:
@@ -173,12 +179,70 @@ class VideoRecorder(ObservationTransform):
                 if frame is None:
                     continue
                 frame = torch.as_tensor(frame)
-            # a copy: envs may write their next frame into the same buffer
-            if frame.is_cpu and not frame.requires_grad:
-                self.obs.append(frame.clone())
-            else:
-                self.obs.append(frame.detach().to("cpu", copy=True))
+            self._keep(frame)
         return next_tensordict
+
+    def _keep(self, frame: torch.Tensor) -> None:
+        """Append ``frame`` to :attr:`obs`: a reference, or a copy where one is needed.
+
+        The env's frames are kept as they come (a rollout keeps the same tensors), with
+        two exceptions, so that every kept frame shows what the env returned:
+
+        - the first frame of a video is a copy; its source is remembered, so an env
+          that writes each frame into one buffer is found at the second frame;
+        - a frame in memory the recorder already holds (an env writing into its own
+          buffers, or a tensor edited in place since it was kept) turns the recorder
+          to copies until the next video; the frames still held by reference are
+          copied then, before the env can overwrite them.
+
+        Frames on another device, or requiring grad, are always copied to the CPU.
+        """
+        state = self.__dict__
+        obs = self.obs
+        if not obs:  # a new video (dumped, or the frames dropped): start over
+            state["_held"] = held = {}
+            state["_copying"] = False
+        else:
+            held = state["_held"]
+        if not frame.is_cpu or frame.requires_grad:
+            obs.append(frame.detach().to("cpu", copy=True))
+            return
+        if state["_copying"]:
+            obs.append(frame.clone())
+            return
+        address = frame.data_ptr()
+        # private (torch): _version counts the in-place edits of a tensor's memory
+        version = frame._version
+        seen = held.get(address)
+        if seen is not None and not (seen[0] is frame and seen[1] == version):
+            # memory the recorder holds was written again: copy from now on
+            self._copy_held(address)
+            obs.append(frame.clone())
+            return
+        held[address] = (frame, version)  # kept alive: its address stays its own
+        obs.append(frame.clone() if len(obs) == 0 else frame)
+
+    def _copy_held(self, overwritten: int) -> None:
+        """Replace the frames held by reference by copies; the recorder copies from now on."""
+        state = self.__dict__
+        state["_copying"] = True
+        held = state.pop("_held")
+        state["_held"] = {}
+        by_reference = {id(frame) for frame, _ in held.values()}
+        lost = 0
+        for index, kept in enumerate(self.obs):
+            if id(kept) in by_reference:
+                if kept.data_ptr() == overwritten:
+                    lost += 1  # written over before anything could see it
+                else:
+                    self.obs[index] = kept.clone()
+        if lost:
+            warnings.warn(
+                f"VideoRecorder ({self.tag!r}): the env wrote a new frame into the memory of "
+                f"{lost} earlier frame(s), which now show the new image. Have the env return "
+                f"a new tensor at each step (or a copy of its buffer).",
+                stacklevel=3,
+            )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
         return self._call(tensordict)
