@@ -54,7 +54,6 @@ def counting(ctx: Context):
             self.observation_spec = data.Composite(observation=data.Unbounded(shape=(1,)))
             self.action_spec = data.Categorical(2, shape=(1,))
             self.reward_spec = data.Unbounded(shape=(1,))
-            self.add_truncated_keys()  # _step reports "truncated" too
             self.count = torch.zeros(1)
 
         def _out(self):
@@ -79,7 +78,12 @@ def counting(ctx: Context):
         def _set_seed(self, seed):
             return seed
 
-    return Counting
+    def make_counting():
+        # _step reports "truncated" too; declared once built (TorchRL completes the
+        # done specs after __init__, so it cannot be declared inside it)
+        return Counting().add_truncated_keys()
+
+    return make_counting
 
 
 def counting_floor(n: int):

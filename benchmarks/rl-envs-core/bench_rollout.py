@@ -38,7 +38,6 @@ def make_counting_env(ctx: Context, batch_size: tuple[int, ...]):
             )
             self.action_spec = data.Categorical(2, shape=shape)
             self.reward_spec = data.Unbounded(shape=shape)
-            self.add_truncated_keys()  # _step reports "truncated" too
             self.count = torch.zeros(shape, device=ctx.device)
 
         def _output(self, done):
@@ -70,7 +69,9 @@ def make_counting_env(ctx: Context, batch_size: tuple[int, ...]):
         def _set_seed(self, seed):
             self.seed = seed
 
-    return CountingEnv()
+    # _step reports "truncated" too; declared once built (TorchRL completes the
+    # done specs after __init__, so it cannot be declared inside it)
+    return CountingEnv().add_truncated_keys()
 
 
 def rollout(batch: int):

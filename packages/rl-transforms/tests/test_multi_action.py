@@ -144,3 +144,33 @@ def test_check_env_specs_draws_the_dynamic_action_stack_at_one_action():
     assert env.action_spec.shape == (-1, 1)  # the number of actions per step varies
     assert env.rand_action(env.reset())["action"].shape == (1, 1)
     check_env_specs(env)
+
+
+def test_the_root_keeps_the_state_before_the_played_actions():
+    # a counter placed before MultiAction counts sub-steps; each recorded root is the
+    # state before its macro-step, each next the state after its last action
+    env = TransformedEnv(
+        CountingEnv(max_steps=100),
+        Compose(StepCounter(step_count_key="inner"), MultiAction(), StepCounter()),
+    )
+    data = env.rollout(4, lambda td: td.set("action", torch.ones(3, 1, dtype=torch.int64)))
+    assert data["inner"].flatten().tolist() == [0, 3, 6, 9]
+    assert data["next", "inner"].flatten().tolist() == [3, 6, 9, 12]
+    assert data["step_count"].flatten().tolist() == [0, 1, 2, 3]
+    assert data["observation"].flatten().tolist() == [0, 3, 6, 9]
+
+
+def test_a_batch_unlocked_env_plays_stacks_with_leading_batch_dims():
+    from rl_envs_core import PendulumEnv
+
+    env = TransformedEnv(PendulumEnv(), MultiAction())
+    start = env.reset(env.gen_params(batch_size=[4]))
+    data = env.rollout(
+        5,
+        lambda td: td.set("action", torch.ones(*td.shape, 3, 1)),
+        tensordict=start,
+        auto_reset=False,
+    )
+    assert data.batch_size == (4, 5) and data["next", "reward"].shape == (4, 5, 3, 1)
+    with pytest.raises(ValueError, match=r"should have shape \(4, -1, 1\), got \(4, 3, 2\)"):
+        env.step(start.clone().set("action", torch.ones(4, 3, 2)))  # a 2-wide action

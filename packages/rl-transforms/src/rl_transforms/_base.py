@@ -99,6 +99,10 @@ class Transform(nn.Module):
     #: "skip the step": the TransformedEnv then runs neither its base env nor its
     #: transforms (ConditionalSkip); other transforms handle their masks themselves
     _skips_whole_steps: bool = False
+    #: whether this transform's inverse plays steps of the env itself (MultiAction): the
+    #: state it hands on is a later state, not a transformed view of the step's input,
+    #: so the TransformedEnv does not copy it back into the recorded root
+    _plays_sub_steps: bool = False
 
     def __init__(
         self,

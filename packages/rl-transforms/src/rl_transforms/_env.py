@@ -129,6 +129,9 @@ class TransformedEnv(EnvBase):
         self.__dict__["_skips_steps"] = any(
             getattr(t, "_skips_whole_steps", False) for t in transform.modules()
         )
+        self.__dict__["_keeps_inv_state"] = not any(
+            getattr(t, "_plays_sub_steps", False) for t in transform.modules()
+        )
         # entries the policy writes for an inverse transform keep the policy's value
         self.__dict__["_policy_written"] = frozenset(
             as_tuple(key)
@@ -197,10 +200,11 @@ class TransformedEnv(EnvBase):
             )
             # inverse-transformed entries the specs list as state (say the float action
             # an ActionDiscretizer computed) are kept in the data, as TorchRL records them;
-            # an inverse that reshapes the batch (BatchSizeTransform) keeps its own layout
-            same_batch = state.batch_size == tensordict.batch_size
+            # an inverse that reshapes the batch (BatchSizeTransform) keeps its own layout,
+            # and one that plays sub-steps (MultiAction) hands on a later state
+            keep = self.__dict__["_keeps_inv_state"] and state.batch_size == tensordict.batch_size
             written = self.__dict__["_policy_written"]
-            for key in key_layout(self)["state_keys"] if same_batch else ():
+            for key in key_layout(self)["state_keys"] if keep else ():
                 if as_tuple(key) in written:
                     continue  # the policy's own value (a permuted state stays permuted)
                 value = read(state, key)
@@ -216,6 +220,9 @@ class TransformedEnv(EnvBase):
             next_tensordict = base.next_of(state)
         else:
             next_tensordict = read(base.step(state), "next")
+        if not self.__dict__["_keeps_inv_state"]:
+            # after played sub-steps, the next data follows the last sub-step's state
+            return transform._step(state, next_tensordict)
         return transform._step(tensordict, next_tensordict)
 
     def _skipped_step(self, tensordict: TensorDictBase) -> TensorDictBase:

@@ -68,6 +68,8 @@ class MultiAction(Transform):
         (tensor([3.]), torch.Size([3, 1]))
     """
 
+    _plays_sub_steps = True
+
     def __init__(
         self, *, dim: int = 1, stack_rewards: bool = True, stack_observations: bool = False
     ) -> None:
@@ -134,7 +136,9 @@ class MultiAction(Transform):
             if checked is None:
                 checked = self._lazy["checked"] = set()
             if (key, value.shape, position) not in checked:  # each stack shape checked once
-                expected = list(spec[key])
+                # a batch-unlocked env may step more leading dims than its own batch
+                extra = batch_dims - len(_parent_env(self).batch_size)
+                expected = [*tensordict.batch_size[: max(extra, 0)], *spec[key]]
                 if value.dim() != len(expected) + 1 or position >= value.dim():
                     found = tuple(value.shape)
                     raise ValueError(self._shape_message(key, expected, position, found))
