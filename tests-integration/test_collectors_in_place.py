@@ -247,3 +247,29 @@ def test_batched_gym_collectors_with_a_policy_equal_the_general_path(batched):
     )
     assert in_place
     _assert_same(got, want)
+
+
+def test_envpool_random_then_policy_batches_equal_the_general_path():
+    # the time-major random batches (episodes cut at 9 steps: some end at a batch's
+    # last step) hand their next root to the policy batches that follow
+    pytest.importorskip("envpool")
+    kwargs = {"create_env_kwargs": {"seed": 2, "max_episode_steps": 9}}
+
+    def batches(env):
+        torch.manual_seed(0)
+        collector = SyncDataCollector(
+            env, _module(env), frames_per_batch=4 * 18, total_frames=-1, init_random_frames=144
+        )
+        out = []
+        for batch in collector:
+            out.append(batch.clone())
+            if len(out) == 4:
+                break
+        collector.shutdown()
+        return out
+
+    got = batches(MultiThreadedEnv(4, "CartPole-v1", **kwargs))
+    want = batches(GeneralPoolEnv(4, "CartPole-v1", **kwargs))
+    _assert_same(got, want)
+    assert bool(got[0]["next", "done"][:, -1].any())  # finished at the last random step
+    assert "logits" in got[3].keys() and "logits" not in got[0].keys()

@@ -26,7 +26,8 @@ one ``TensorDict`` built over those arrays at the end (the one-hot action and th
 ``[env, time]`` layout included). ``ours/floor`` is the framework's own cost.
 For EnvPool the floor resets finished envs through EnvPool's auto-reset inside
 the next step call (each env: ``T`` steps plus one call slot per reset; no reset
-round trip). The 8-env rows (``ParallelEnv``, ``SerialEnv``, the two-worker
+round trip) and is time-major: each call's arrays kept as they come, the
+``[env, time]`` rows gathered once per batch (see ``envpool_floor``). The 8-env rows (``ParallelEnv``, ``SerialEnv``, the two-worker
 ``MultiSyncCollector``) share one floor: the 8 gym envs stepped one after the
 other in one process, so a row above 1x there gains from running envs in
 parallel processes. The replay-buffer row's floor is the collection alone (the
@@ -261,11 +262,18 @@ def two_process_async_floor(ctx: Context):
 
 
 def envpool_floor(ctx: Context):
-    """EnvPool's auto-reset inside the step: each env takes ``T`` steps plus one call per reset.
+    """EnvPool time-major: each call's outputs kept as they come, rows gathered once per batch.
 
-    An env that finished is reset by its next step call (EnvPool ignores that action)
-    and makes its step at the call after; the calls step every env that still has
-    steps to make. No reset round trip.
+    An env that finished is reset by its next call (EnvPool's auto-reset ignores
+    that action: a reset call) and makes its step at the call after. While every env
+    still needs steps, each call steps them all and its arrays are kept as EnvPool
+    returns them (stacked once into call-major buffers, no indexing per call); then
+    only the envs short of their ``T`` transitions are stepped (by ``env_id``). At the
+    end one vectorised gather (the calls that were not reset calls, env-major) builds
+    the ``[n, T]`` rows: a transition's root is its env's call before, its ``"next"``
+    the call's output. The last observation and a reset still owed are carried to
+    the next batch. The pool is called through its C++ ``_send`` / ``_recv``, as
+    ours does (EnvPool's ``step`` adds Python conversions the output does not need).
     """
     import envpool
     import numpy as np
@@ -274,58 +282,70 @@ def envpool_floor(ctx: Context):
     n = 32
     env = envpool.make(ENV_ID, env_type="gymnasium", num_envs=n, seed=0)
     first, _ = env.reset()
-    state = {"obs": first, "ids": torch.arange(n), "next_id": n}
+    keys = env._state_keys
+    at_obs, at_reward, at_done, at_trunc = (
+        keys.index(k) for k in ("obs", "reward", "done", "trunc")
+    )
+    send, recv = env._send, env._recv
     every = np.arange(n, dtype=np.int32)
+    calls = 2 * STEPS + 1  # T steps, a reset call after each, one reset owed from before
+    rec_obs = np.empty((calls + 1, n, 4), np.float32)
+    rec_reward = np.empty((calls, n), np.float32)
+    rec_done = np.empty((calls, n), bool)
+    rec_trunc = np.empty((calls, n), bool)
+    state = {"obs": first, "pending": np.zeros(n, bool), "ids": torch.arange(n), "next_id": n}
 
     def loop():
-        action = torch.randint(0, 2, (n, STEPS))
-        actions = np.ascontiguousarray(action.numpy().T)
-        obs = np.empty((n, STEPS + 1, 4), np.float32)
-        next_obs = np.empty((n, STEPS, 4), np.float32)
-        reward = np.empty((n, STEPS), np.float32)
-        terminated = np.empty((n, STEPS), bool)
-        truncated = np.empty((n, STEPS), bool)
-        obs[:, 0] = state["obs"]
-        cursor = np.zeros(n, np.int64)
-        pending = np.zeros(n, bool)
-        while True:
-            active = cursor < STEPS
-            if active.all():
-                o, r, te, tr, info = env.step(actions[cursor, every])
-            elif active.any():
-                ids = every[active]
-                o, r, te, tr, info = env.step(actions[cursor[ids], ids], ids)
-            else:
-                break
-            got, t = info["env_id"], cursor[info["env_id"]]
-            fresh = pending[got]
-            if fresh.any():  # reset observations: the root of the env's next step
-                obs[got[fresh], t[fresh]] = o[fresh]
-                pending[got[fresh]] = False
-                keep = ~fresh
-                got, t, o, r, te, tr = got[keep], t[keep], o[keep], r[keep], te[keep], tr[keep]
-            next_obs[got, t], reward[got, t] = o, r
-            terminated[got, t], truncated[got, t] = te, tr
-            done = te | tr
-            obs[got[~done], t[~done] + 1] = o[~done]
-            cursor[got] = t + 1
-            pending[got] = done
-        if pending.any():  # finished at the last step: reset for the next batch
-            last = every[pending]
-            obs[last, STEPS] = env.reset(last)[0]
-        state["obs"] = obs[:, STEPS]
-        done = torch.from_numpy(terminated | truncated)
+        actions = np.random.randint(0, 2, (calls, n)).astype(np.int32)
+        rec_obs[0] = state["obs"]
+        pending = state["pending"]
+        # the call reset its env (the env's call before finished)
+        reset = np.zeros((calls, n), bool)
+        reset[0] = pending
+        valid = np.zeros(n, np.int64)
+        kept = ([], [], [], [])
+        k = 0
+        while (room := STEPS - int(valid.max())) > 0:  # every env needs steps: full calls
+            for _ in range(room):
+                send([every, every, actions[k]])
+                out = recv()
+                for dst, i in zip(kept, (at_obs, at_reward, at_done, at_trunc)):
+                    dst.append(out[i])
+                valid += ~pending
+                pending = out[at_done]
+                k += 1
+        np.stack(kept[0], out=rec_obs[1 : k + 1])
+        np.stack(kept[1], out=rec_reward[:k])
+        np.stack(kept[2], out=rec_done[:k])
+        np.stack(kept[3], out=rec_trunc[:k])
+        count = np.full(n, k)
+        while (short := valid < STEPS).any():  # the tail: only the envs short of T steps
+            ids = every[short]
+            c = count[ids]
+            send([ids, ids, actions[c, ids]])
+            out = recv()
+            rec_obs[c + 1, ids] = out[at_obs]
+            rec_reward[c, ids] = out[at_reward]
+            rec_done[c, ids] = out[at_done]
+            rec_trunc[c, ids] = out[at_trunc]
+            valid[ids] += ~pending[ids]
+            pending[ids] = out[at_done]
+            count[ids] += 1
+        made = np.arange(calls)[:, None] < count
+        reset[1:] |= rec_done[:-1]
+        env_of, call_of = np.nonzero((made & ~reset).T)  # env-major, in call order
+        row = call_of * n + env_of
+        obs = rec_obs.reshape(-1, 4)[row].reshape(n, STEPS, 4)
+        next_obs = rec_obs.reshape(-1, 4)[row + n].reshape(n, STEPS, 4)
+        reward = rec_reward.reshape(-1)[row].reshape(n, STEPS, 1)
+        truncated = rec_trunc.reshape(-1)[row].reshape(n, STEPS, 1)
+        terminated = rec_done.reshape(-1)[row].reshape(n, STEPS, 1) > truncated
+        action = torch.from_numpy(actions.reshape(-1)[row].reshape(n, STEPS)).long()
+        state["obs"] = rec_obs[count, every]
+        state["pending"] = pending
+        done = torch.from_numpy(terminated | truncated)[..., 0]
         ids, state["ids"], state["next_id"] = ids_from_done(done, state["ids"], state["next_id"])
-        return ted(
-            obs[:, :STEPS],
-            next_obs,
-            action,
-            reward[..., None],
-            terminated[..., None],
-            truncated[..., None],
-            ids,
-            [n, STEPS],
-        )
+        return ted(obs, next_obs, action, reward, terminated, truncated, ids, [n, STEPS])
 
     return loop
 

@@ -157,3 +157,43 @@ def test_an_engine_built_before_a_spec_change_steps_nothing():
     assert engine.run(env.reset(), batch) is None
     assert env.buffered_batches == 0
     assert BufferedRollout.cached(env) is not engine
+
+
+class _RowsStepper:
+    """A stepper writing the root entries itself (``fill_rows``), recording its calls."""
+
+    def __init__(self, batch):
+        self.batch, self.calls = batch, []
+
+    def fill(self, reset_last=True):
+        raise AssertionError("run() must prefer fill_rows")
+
+    def fill_rows(self, carry, reset_last=True):
+        self.calls.append((sorted(carry), reset_last))
+        self.batch.get("observation").fill_(7)
+        return {key: torch.full_like(value, 3) for key, value in carry.items()}
+
+
+def test_run_lets_a_stepper_write_the_root_entries_itself():
+    from rl_envs_core.extension import writes_rows
+
+    steppers = []
+
+    class RowsEnv(BufferedCountingEnv):
+        def buffered_stepper(self, batch):
+            if super().buffered_stepper(batch) is None:
+                return None
+            steppers.append(_RowsStepper(batch))
+            return steppers[-1]
+
+    env = RowsEnv(batch_size=(2,))
+    env.rollout(1, break_when_any_done=False)
+    engine = BufferedRollout.of(env)
+    batch = engine.allocate(3)
+    following = engine.run(env.reset(), batch, reset_last=False)
+    assert writes_rows(steppers[0]) and not writes_rows(object())
+    assert steppers[0].calls == [(sorted(engine.carried), False)]
+    assert bool((batch["observation"] == 7).all())  # the engine wrote nothing over it
+    assert following.batch_size == env.batch_size
+    assert sorted(following.keys()) == sorted(engine.carried)
+    assert bool((following["observation"] == 3).all())

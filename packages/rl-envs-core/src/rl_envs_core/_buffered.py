@@ -39,6 +39,7 @@ __all__ = [
     "StepByStep",
     "SupportsBufferedSteps",
     "stepwise",
+    "writes_rows",
 ]
 
 _DONE_ORDER = {"terminated": 0, "truncated": 1, "done": 2}
@@ -71,6 +72,19 @@ class BufferedStepper(Protocol):
             from ``values`` are ``False``.
         """
         ...
+
+
+def writes_rows(stepper: Any) -> bool:  # Any: a BufferedStepper
+    """Whether ``stepper`` can also write the root entries: a ``fill_rows`` method.
+
+    ``fill_rows(carry, reset_last)`` does what ``fill`` does and also writes the
+    root entries of every step (the observations and done flags the engine would
+    build from the ``"next"`` entries and the resets; ``carry`` maps each of them to
+    its value before the first step) and returns the next root's entries (a dict of
+    ``[*batch, ...]`` tensors, the same keys). :meth:`BufferedRollout.run` prefers it:
+    a backend that recorded its steps in its own layout builds both from one gather.
+    """
+    return callable(getattr(stepper, "fill_rows", None))
 
 
 def stepwise(stepper: Any) -> bool:  # Any: a BufferedStepper
@@ -222,8 +236,10 @@ class BufferedRollout:
             if value is None:
                 value = torch.zeros((len(steps), *root.shape[self.dim + 1 :]), dtype=root.dtype)
             else:
-                value = torch.as_tensor(value).to(root.dtype).reshape(
-                    len(steps), *root.shape[self.dim + 1 :]
+                value = (
+                    torch.as_tensor(value)
+                    .to(root.dtype)
+                    .reshape(len(steps), *root.shape[self.dim + 1 :])
                 )
             nxt = following.get(key)  # only read for a reset after the last step
             if envs is None:
@@ -304,6 +320,9 @@ class BufferedRollout:
         if prepared is None:
             return None
         stepper, carry_values = prepared
+        if writes_rows(stepper):
+            following = stepper.fill_rows(carry_values, reset_last)
+            return TensorDict(following, batch_size=env.batch_size, device=carry.device)
         resets = stepper.fill(reset_last)
         dim, steps = self.dim, batch.batch_size[self.dim]
         last = steps - 1

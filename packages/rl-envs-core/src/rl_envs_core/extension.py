@@ -26,7 +26,8 @@ rl-envs-core beyond ``rl_envs_core.__all__``:
   :class:`BufferedRollout` (the engine that allocates the batch from the specs,
   runs the stepper and fills the root entries; :meth:`BufferedRollout.start` gives a
   :class:`StepByStep` run, one step at a time, for a policy acting between steps),
-  :func:`stepwise` (whether a stepper has that per-step mode), :func:`steps_checked`
+  :func:`stepwise` (whether a stepper has that per-step mode), :func:`writes_rows`
+  (whether it also writes the root entries), :func:`steps_checked`
   (whether a stepper may skip the checks of ``env.step``);
 - **registries filled by a higher package**: :func:`register_transformed_env_factory`
   (behind ``EnvBase.append_transform``) and :func:`register_parallel_env_factory`
@@ -60,6 +61,7 @@ from rl_envs_core._buffered import (
     StepByStep,
     SupportsBufferedSteps,
     stepwise,
+    writes_rows,
 )
 from rl_envs_core._spec_views import done_dual, install_stacked_specs
 from rl_envs_core._td import any_true, entries, get_entry, new_unchecked, set_child, set_entry
@@ -92,6 +94,7 @@ __all__ = [
     "set_entry",
     "steps_checked",
     "stepwise",
+    "writes_rows",
 ]
 
 

@@ -3,14 +3,20 @@
 The ``buffered_stepper`` hook of :class:`~rl_env_adapters.MultiThreadedEnvWrapper`
 (see ``rl_envs_core.extension.SupportsBufferedSteps``). The batch's actions are
 converted for the pool once (the per-step converter applied to the whole
-``[num_envs, T]`` block); each call writes EnvPool's batched arrays into numpy
-views of the batch's ``"next"`` tensors. A finished env is reset by EnvPool's own
-auto-reset, inside the next step call (no reset round trip); that env then makes
-its step at the call after, so envs run ahead of one another within the batch.
-Each env sees the same sequence of steps and resets as on the general path (its
-own random state, seeded per env), so the values are the same. The envs that
-finish at their last step are reset through the wrapper's
-:class:`~rl_env_adapters._envpool._resets.PoolResets`, as the general path does.
+``[num_envs, T]`` block). A finished env is reset by EnvPool's own auto-reset,
+inside the next step call (no reset round trip); that env then makes its step at
+the call after, so envs run ahead of one another within the batch. Each env sees
+the same sequence of steps and resets as on the general path (its own random
+state, seeded per env), so the values are the same.
+
+Two ways to write the calls' outputs: :class:`TimeMajorStepper` (small
+observations) keeps each call's arrays and gathers the batch's rows once at the
+end (``_time_major.py``), its ``fill_rows`` writing the root entries too and
+resetting the envs that finish at their last step by one more auto-reset call;
+:class:`PoolStepper` writes each call's arrays into numpy views of the batch's
+``"next"`` tensors, and resets the envs that finish at their last step through
+the wrapper's :class:`~rl_env_adapters._envpool._resets.PoolResets`, as the
+general path does. Both have the per-step mode (``step``) a policy needs.
 
 Only the plain case is handled: a synchronous pool with one array observation and
 one action leaf, ``frame_skip=1``, on the cpu, step and reset not overridden.
@@ -19,21 +25,31 @@ Anything else declines (``None``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from tensordict import TensorDictBase
 
+from rl_env_adapters._envpool._time_major import (
+    CallRecord,
+    Calls,
+    gather_next,
+    gather_roots,
+    reset_rows,
+    step_calls,
+)
 from rl_envs_core.extension import steps_checked
 from rl_specs import Composite, MultiOneHot, NonTensor, OneHot
 
 if TYPE_CHECKING:
     from rl_env_adapters._envpool._env import MultiThreadedEnvWrapper
 
-__all__ = ["PoolStepper", "pool_stepper"]
+__all__ = ["PoolStepper", "TimeMajorStepper", "pool_stepper"]
 
 _TEMPLATE = ("step", "next_of", "reset", "_step", "_reset", "_output")
+_FLAGS = ("terminated", "truncated", "done")
 
 
 def pool_stepper(
@@ -60,6 +76,10 @@ def pool_stepper(
         return None
     if isinstance(env.full_action_spec["action"], (Composite, NonTensor)):
         return None
+    # the batch's entries are contiguous (BufferedRollout allocates them or checks)
+    obs = batch.get(("next", keys[0])).numpy()
+    if CallRecord.fits(2 * batch.batch_size[1], env.num_envs, obs.shape[2:], obs.dtype):
+        return TimeMajorStepper(env, batch, keys[0])
     return PoolStepper(env, batch, keys[0])
 
 
@@ -95,15 +115,16 @@ class PoolStepper:
         at its previous call is reset by this one (EnvPool's auto-reset: its action
         is ignored) and makes its step at the next call, so envs drift apart by one
         call per episode end, and the batch takes ``T`` calls plus the most resets
-        any one env made.
+        any one env made. Each call's outputs are written into the batch rows of the
+        envs it stepped.
         """
         n, steps = self._n, self._steps
         actions = np.asarray(self._write_action(self._action))  # [num_envs, T, ...]
         actions = np.ascontiguousarray(np.moveaxis(actions, 1, 0))  # [T, num_envs, ...]
+        self._resets.before_step()  # a reset sent before this batch is received first
         pool = self._pool
         obs_out, rewards = self._obs, self._reward
         te_out, tr_out, done_out = self._flags
-        self._resets.before_step()  # a reset sent before this batch is received first
         cursor = np.zeros(n, dtype=np.int64)  # each env's next time index
         pending = np.zeros(n, dtype=bool)  # finished: the next call resets it
         every = np.arange(n, dtype=np.int32)
@@ -184,3 +205,76 @@ class PoolStepper:
             torch.from_numpy(envs.astype(np.int64)),
             {self._key: torch.as_tensor(np.asarray(value)[envs])},
         )
+
+
+class TimeMajorStepper(PoolStepper):
+    """A :class:`PoolStepper` whose ``fill`` records the calls first (``_time_major.py``).
+
+    Chosen by :func:`pool_stepper` where the call-major buffers stay small (small
+    observations). ``fill_rows`` (``BufferedStepper``'s optional method) also writes
+    the batch's root entries, from the same gather; ``step``, the per-step mode, is
+    :class:`PoolStepper`'s.
+    """
+
+    def __init__(self, env: MultiThreadedEnvWrapper, batch: TensorDictBase, key: str) -> None:
+        super().__init__(env, batch, key)
+        self._batch = batch
+        self._record = env._call_record
+
+    def _run(self, reset_last: bool) -> Calls:
+        """Step the batch into the call-major buffers, their row 0 already written."""
+        calls = step_calls(self._actions, self._record, reset_last=reset_last)
+        gather_next(self._record, calls, (self._obs, self._reward, *self._flags))
+        if calls.pending.any():  # finished at their last step, not reset (reset_last=False)
+            self._resets.after_step(calls.pending)
+        return calls
+
+    def _start(self) -> np.ndarray:
+        """The actions, the resets owed received, the buffers sized: their observations."""
+        self._actions = np.asarray(self._write_action(self._action))  # [num_envs, T, ...]
+        self._resets.before_step()  # a reset sent before this batch is received first
+        obs = self._obs
+        record = self._record.buffers(
+            2 * self._steps, self._n, obs.shape[2:], obs.dtype, self._reward.dtype
+        )
+        return record[0]
+
+    def fill(self, reset_last: bool = True) -> tuple | None:
+        """:meth:`PoolStepper.fill`'s data, recorded call by call and gathered at the end."""
+        self._start()
+        calls = self._run(reset_last)
+        if not calls.resets.any():
+            return None
+        steps, envs, obs = reset_rows(self._record, calls)
+        return (
+            torch.from_numpy(steps),
+            torch.from_numpy(envs),
+            {self._key: torch.from_numpy(obs)},
+        )
+
+    def fill_rows(self, carry: Mapping[str, torch.Tensor], reset_last: bool = True) -> dict:
+        """:meth:`fill`, and the root entries of every step; the next root's entries.
+
+        The root observation of a step is the output of its env's call before; the
+        root done flags are ``False`` after the first step (every finished env is
+        reset before its next step) and ``carry``'s at the first.
+        """
+        self._start()[0] = np.asarray(carry[self._key])
+        calls = self._run(reset_last)
+        root_obs = self._batch.get(self._key).numpy()
+        following = {self._key: torch.from_numpy(gather_roots(self._record, calls, root_obs))}
+        nxt = self._batch.get("next")
+        for name, value in carry.items():
+            if name == self._key:
+                continue
+            if name not in _FLAGS:
+                raise RuntimeError(
+                    f"EnvPool's in-place path writes the root entries {[self._key, *_FLAGS]}, "
+                    f"got a carried entry {name!r}. This is a bug: please report it."
+                )
+            root = self._batch.get(name)
+            root.zero_()
+            root[:, 0] = value
+            last = nxt.get(name)[:, -1]
+            following[name] = torch.zeros_like(last) if reset_last else last.clone()
+        return following

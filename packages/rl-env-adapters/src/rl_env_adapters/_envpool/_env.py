@@ -27,6 +27,7 @@ from rl_env_adapters._envpool._specs import (
     envpool_module,
     specs_from_envpool,
 )
+from rl_env_adapters._envpool._time_major import CallRecord
 from rl_env_adapters._td_out import OutputBuilder
 from rl_envs_core import EnvBase
 
@@ -144,6 +145,7 @@ class MultiThreadedEnvWrapper(EnvBase):
         # render() shows an env's state, so a pool that renders is reset when asked
         prefetch = getattr(env, "render_mode", None) is None
         state["_resets"] = PoolResets(env, specs.read_obs, num_envs, prefetch=prefetch)
+        state["_call_record"] = CallRecord(env)  # the in-place path's buffers (_time_major.py)
         state["_build_output"] = OutputBuilder(specs.observation, self.device)
         if self.full_observation_spec != specs.observation:
             self.observation_spec = specs.observation
