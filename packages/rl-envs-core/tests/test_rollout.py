@@ -115,6 +115,14 @@ class TestRollout:
         assert {"observation", "done", "action"} <= set(data.keys())
         assert data["observation"][:3].squeeze(-1).tolist() == [0.0, 1.0, 2.0]
 
+    def test_policy_writing_in_place_and_returning_none_is_used(self):
+        def in_place(td):
+            td.set("action", torch.ones((*td.shape, 1), dtype=torch.int64))
+
+        data = CountingEnv(max_steps=10).rollout(3, in_place)
+        assert data["action"].unique().tolist() == [1]
+        assert data["next", "observation"].squeeze(-1).tolist() == [1.0, 2.0, 3.0]
+
     def test_policy_returning_something_else_than_a_tensordict_raises(self):
         with pytest.raises(TypeError, match="return a tensordict, got Tensor"):
             CountingEnv().rollout(2, lambda td: torch.ones(1))

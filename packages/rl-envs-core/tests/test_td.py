@@ -52,6 +52,15 @@ class TestReads:
         lazy = _as_lazy(_ted())
         assert sorted(entries(lazy)) == sorted(lazy.keys())
 
+    def test_entries_of_a_list_is_entries_of_each(self):
+        from rl_envs_core._td import entries_of
+
+        plain, lazy = _ted(), _as_lazy(_ted())
+        got = entries_of([plain, lazy, plain])
+        assert got[0] is plain._tensordict and got[2] is plain._tensordict
+        assert sorted(got[1]) == sorted(entries(lazy))
+        assert entries_of([]) == []
+
     @pytest.mark.parametrize("key", ["obs", ("agents", "obs"), ("next", "reward"), "missing"])
     @pytest.mark.parametrize("lazy", [False, True])
     def test_get_entry_matches_get(self, key, lazy):

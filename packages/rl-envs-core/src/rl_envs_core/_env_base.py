@@ -315,7 +315,7 @@ class EnvBase(nn.Module):
         return out
 
     def _step_mdp(self, tensordict: TensorDictBase) -> TensorDictBase:
-        cache = self._key_cache()
+        cache = self.__dict__["_cache"] or self._key_cache()  # once per step: no call when built
         return advance(
             tensordict, root_excluded=cache["root_excluded"], next_excluded=cache["reward_excluded"]
         )
@@ -384,7 +384,7 @@ class EnvBase(nn.Module):
         extra = None
         if not self.batch_locked and tensordict.batch_dims > len(self.batch_size):
             extra = tensordict.batch_size[: tensordict.batch_dims - len(self.batch_size)]
-        cache = self._key_cache()
+        cache = self.__dict__["_cache"] or self._key_cache()  # once per step: no call when built
         if not cache["action_leafwise"]:  # a lazy stack of members with their own classes
             sample = self.full_action_spec.rand(extra)
             return sample if not tensordict.keys() else tensordict.update(sample)

@@ -55,7 +55,7 @@ def done_somewhere(data: TensorDictBase, flags: list) -> bool:
 
 def maybe_reset(env: EnvBase, tensordict: TensorDictBase) -> TensorDictBase:
     """Partially reset ``tensordict`` where its done flags are set; return it."""
-    cache = env._key_cache()
+    cache = env.__dict__["_cache"] or env._key_cache()  # once per step: no call when built
     if done_somewhere(tensordict, cache["done_flags"]) and aggregate_done(
         tensordict, cache["done_levels"], "_reset", False
     ):
@@ -91,10 +91,14 @@ def _device_policy(env: EnvBase, policy: Policy) -> Policy:
     return run
 
 
-def _apply_policy(act: Policy, td: TensorDictBase) -> TensorDictBase:
-    """Run the policy; a policy that returns a new tensordict has its output merged in."""
-    out = act(td)
-    if out is td or out is None:
+def _merge_policy_output(td: TensorDictBase, out: TensorDictBase | None) -> TensorDictBase:
+    """``td`` with what a policy returned merged in, when that is not ``td`` itself.
+
+    A policy returning ``None`` wrote into ``td``; one returning another tensordict
+    has its entries written into ``td``. The rollout loop calls this only when the
+    policy's result is not ``td`` (the common case costs no call).
+    """
+    if out is None:
         return td
     if not isinstance(out, TensorDictBase):
         raise TypeError(
@@ -254,32 +258,36 @@ def rollout(
     if return_contiguous is None:  # contiguous unless a spec has a dynamic (-1) dim
         return_contiguous = not cache["dynamic"]
     steps = RolloutSteps(lazy=not return_contiguous)
+    # bound once per rollout: the loop below runs once per step
+    step, step_mdp, append = env.step, env._step_mdp, steps.append
     finished = None
     for i in range(max_steps):
-        td = _apply_policy(act, td)
+        acted = act(td)
+        if acted is not td:  # a policy that returned another tensordict (or None)
+            td = _merge_policy_output(td, acted)
         if finished is not None:
             td.set("_step", ~finished)
-        td = env.step(td)
+        td = step(td)
         if finished is not None:
             td.del_("_step")
-        steps.append(td)
+        append(td)
         if callback is not None:
             callback(env, td)
         last = i == max_steps - 1
         if any_done:
             if last or done_somewhere(td.get("next"), flags):
                 break
-            td = env._step_mdp(td)
+            td = step_mdp(td)
         elif all_done:
             done = batch_done(env, td.get("next"))
             finished = done if finished is None else finished | done
             if last or bool(finished.all()):
                 break
-            td = env._step_mdp(td)
+            td = step_mdp(td)
         else:
             if last:
                 break
-            td = advance_and_maybe_reset(env, td)
+            td = maybe_reset(env, step_mdp(td))  # advance_and_maybe_reset(env, td), inlined
     result = _stack(env, steps, out)
     if set_truncated:
         _mark_truncated(env, result)

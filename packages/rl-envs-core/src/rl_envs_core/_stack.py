@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import torch
 from tensordict import LazyStackedTensorDict, TensorDict, TensorDictBase
 
-from rl_envs_core._td import entries as leaves
+from rl_envs_core._td import entries_of
 
 #: Steps folded together while a rollout runs; small enough that a chunk's objects
 #: die young (before the GC promotes them), large enough that the per-chunk cost of
@@ -71,7 +71,7 @@ def _fold_level(levels: list[dict], likes: list[TensorDictBase], dim: int) -> _F
         if type(value) is TensorDict:
             if not all(type(sub) is TensorDict for sub in column):
                 raise TypeError(f"entry {key!r} needs the generic stack")
-            entries[key] = _fold_level([leaves(sub) for sub in column], column, dim)
+            entries[key] = _fold_level(entries_of(column), column, dim)
         elif _is_plain_tensor(value):
             if value.numel() * value.element_size() >= DEFERRED_BYTES:
                 if not all(_is_plain_tensor(item) for item in column):
@@ -134,7 +134,7 @@ def _fold(steps: list[TensorDictBase], dim: int) -> _Folded | None:
     if not all(type(step) is TensorDict for step in steps):
         return None
     try:
-        return _fold_level([leaves(step) for step in steps], steps, dim)
+        return _fold_level(entries_of(steps), steps, dim)
     except (KeyError, TypeError, RuntimeError):
         return None
 

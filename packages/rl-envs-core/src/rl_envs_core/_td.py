@@ -43,6 +43,19 @@ def entries(td: TensorDictBase) -> Mapping[str, object]:
     return dict(td.items())
 
 
+def entries_of(tds: list[TensorDictBase]) -> list[Mapping[str, object]]:
+    """:func:`entries` of each of ``tds``, in one call (a stack reads one per step).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> [sorted(e) for e in entries_of([TensorDict({"a": torch.zeros(1)}, [])] * 2)]
+        [['a'], ['a']]
+    """
+    # private: as in entries(), one list instead of a call per tensordict
+    return [td._tensordict if type(td) is TensorDict else dict(td.items()) for td in tds]
+
+
 def has_entries(td: TensorDictBase, names: frozenset[str]) -> bool:
     """Whether ``td`` is a plain ``TensorDict`` holding every top-level entry in ``names``.
 
