@@ -25,7 +25,7 @@ from rl_replay._ray_batching import PendingWrite, WriteStage
 from rl_replay._ray_faults import ShardFaults
 from rl_replay._ray_shard import remote_shard_class
 from rl_replay._ray_sharding import check_int, check_layout, merge_parts, shard_counts
-from rl_replay._ray_transport import as_args, pack, unpack
+from rl_replay._ray_transport import as_args, pack, rows_batches, unpack
 
 _BATCHES_PER_CALL = 8  # prefetched batches one call brings (more: one slow reply)
 
@@ -56,8 +56,9 @@ class RayReplayBuffer(ShardFaults):
             forever. Defaults to ``60.0``.
         num_shards (int, optional): buffer actors. Defaults to ``1``.
         prefetch (int, optional): batches drawn ahead of the call (as for the local
-            buffer): one request brings ``prefetch`` batches (at most 8, each its own
-            reply), and the next request is sent as the first of them is handed out.
+            buffer): one request brings ``prefetch`` batches (at most 8; under uniform
+            sampling one draw, packed once and split into batches in the client), and
+            the next request is sent as the first of them is handed out.
             Prefetched batches were drawn before this client's later writes; under a
             rate limiter a request brings what the limiter allows at once (at least
             one batch). Defaults to ``None``.
@@ -453,9 +454,15 @@ class RayReplayBuffer(ShardFaults):
             self._set_meta(shard, meta)
             where = [b for b, n in enumerate(counts[shard]) if n]
             got[shard] = {}
-            for b, data, info in zip(where, datas, infos, strict=False):
-                data = unpack(data)
-                info = {key: unpack(value) for key, value in info.items()}
+            if isinstance(infos, tuple) and infos and infos[0] == "__rows__":
+                pairs = rows_batches(infos, datas)  # one draw, one buffer, split here
+            else:
+                pairs = [
+                    (unpack(data), {key: unpack(value) for key, value in info.items()})
+                    for data, info in zip(datas, infos, strict=False)
+                ]
+            for b, (data, info) in zip(where, pairs, strict=False):
+                info = info if info is not None else {}
                 if "index" in info:
                     info["index"] = self._global_index(info["index"], shard)
                 got[shard][b] = (data, info)

@@ -23,7 +23,15 @@ from tensordict import is_tensor_collection
 from rl_replay._buffer import ReplayBuffer
 from rl_replay._rate_limiters import RateLimiter, RateLimitTimeoutError
 from rl_replay._ray_staging import unpack_block
-from rl_replay._ray_transport import count, from_args, join, pack, split_index, unpack
+from rl_replay._ray_transport import (
+    count,
+    from_args,
+    join,
+    pack,
+    rows_head,
+    split_index,
+    unpack,
+)
 from rl_replay.checkpointers._files import read_json, write_json
 from rl_replay.samplers import PrioritizedSampler, RandomSampler
 from rl_replay.storages import ListStorage
@@ -321,22 +329,30 @@ class BufferShard:
         return ((infos, self.meta()), *datas, *[None] * (len(wanted) - len(datas)))
 
     def _sample_at_once(self, wanted: list[int], return_info: bool) -> tuple:
-        """:meth:`sample_many` as one draw of all the items and one read, split in batches.
+        """:meth:`sample_many` as one draw of all the items, packed once, split by the client.
 
         Only for uniform sampling with replacement and no rate limiter, transform or
         collate function (``draws_at_once``): each item is drawn independently, so
-        the parts of one draw are batches drawn one after another.
+        the parts of one draw are batches drawn one after another. The reply is
+        ``((rows, meta), chunk, ...)``: ``rows`` (:func:`~rl_replay._ray_transport.rows_head`)
+        describes the one packed buffer of every item, cut into ``len(wanted)`` byte
+        chunks (each small enough to travel inside the reply); the client joins them
+        with one copy and splits the batches as views of it.
         """
         total = sum(wanted)
         data, info = self.rb.sample(total, return_info=True)
         self.samples += total
-        datas, infos, start = [], [], 0
-        for size in wanted:
-            part = slice(start, start + size)
-            datas.append(pack(data[part]))
-            infos.append({k: pack(v[part]) for k, v in info.items()} if return_info else None)
-            start += size
-        return ((infos, self.meta()), *datas)
+        info = {k: pack(v) for k, v in info.items()} if return_info else None
+        head, chunks = rows_head(pack(data), wanted, info)
+        if head is None:  # not one numpy buffer: one packed batch per size, as sample()
+            datas, infos, start = [], [], 0
+            for size in wanted:
+                part = slice(start, start + size)
+                datas.append(pack(data[part]))
+                infos.append({k: pack(unpack(v)[part]) for k, v in info.items()} if info else None)
+                start += size
+            return ((infos, self.meta()), *datas)
+        return ((head, self.meta()), *chunks)
 
     def getitem(self, index: Any) -> Any:
         return pack(self.rb[unpack(index)])
