@@ -70,6 +70,12 @@ class StagingBlock:
             for key, dst in zip(self.keys, self.dsts, strict=True)
         ]
         self.rows, self.used, self.sizes = rows, 0, []
+        self._init_views()
+
+    def _init_views(self) -> None:
+        # what each leaf must be: (key, dtype, trailing shape)
+        self.specs = [(k, dst.dtype, dst.shape[1:]) for k, dst in zip(self.keys, self.dsts)]
+        self.views: dict[tuple[int, int], list[torch.Tensor]] = {}  # (start, n) -> leaf rows
 
     @staticmethod
     def takes(data: Any) -> bool:
@@ -92,6 +98,7 @@ class StagingBlock:
         other.tail, other.batch_tail, other.keys = self.tail, self.batch_tail, self.keys
         other.dsts = [torch.empty_like(dst) for dst in self.dsts]
         other.table, other.rows, other.used, other.sizes = self.table, self.rows, 0, []
+        other._init_views()
         return other
 
     def same_layout(self, other: StagingBlock) -> bool:
@@ -118,15 +125,21 @@ class StagingBlock:
         if len(pairs) != len(self.dsts):
             return False
         start, stop = self.used, self.used + n
-        for (key, value), want, dst in zip(pairs, self.keys, self.dsts, strict=True):
+        # the rows of a write, as views made once per block (writes of one size reuse them)
+        views = self.views.get((start, n))
+        if views is None:
+            if len(self.views) > max(64, 2 * self.rows // n):
+                self.views.clear()  # writes of many sizes: do not keep them all
+            views = self.views[(start, n)] = [dst[start:stop] for dst in self.dsts]
+        for (key, value), (want, dtype, tail), view in zip(pairs, self.specs, views, strict=True):
             if (
                 key != want
                 or not isinstance(value, torch.Tensor)
-                or value.dtype != dst.dtype
-                or value.shape[1:] != dst.shape[1:]
+                or value.dtype != dtype
+                or value.shape[1:] != tail
             ):
                 return False  # rows past self.used are free: nothing to undo
-            dst[start:stop].copy_(value)
+            view.copy_(value)
         self.used = stop
         self.sizes.append(n)
         return True
