@@ -21,7 +21,7 @@ from tensordict import is_tensor_collection
 
 from rl_replay._rate_limiters import RateLimiter, RateLimitTimeoutError
 from rl_replay._ray_backend import import_ray, reraise
-from rl_replay._ray_batching import PendingWrite, WriteStage
+from rl_replay._ray_batching import PendingWrite, WriteRanges, WriteStage
 from rl_replay._ray_faults import ShardFaults
 from rl_replay._ray_shard import remote_shard_class
 from rl_replay._ray_sharding import check_int, check_layout, merge_parts, shard_counts
@@ -245,9 +245,13 @@ class RayReplayBuffer(ShardFaults):
             return actor.extend_many.options(concurrency_group="write").remote(payload)
         return actor.extend_block.options(concurrency_group="write").remote(payload)
 
-    def _receive_writes(self, shard: int, ref: Any) -> list[Any]:
+    def _receive_writes(self, shard: int, ref: Any) -> Any:  # Any: a sequence of indices
         indices, meta = self._get(ref, shard)
         self._set_meta(shard, meta)
+        if isinstance(indices, tuple) and indices and indices[0] == "__ranges__":
+            _, first, sizes, capacity = indices
+            offset = shard * self._capacity if self._num_shards > 1 else 0
+            return WriteRanges(first, sizes, capacity, offset)
         return [self._global_index(unpack(index), shard) for index in indices]
 
     def _count_lost(self, shard: int, items: int) -> None:

@@ -34,7 +34,7 @@ from rl_replay._ray_transport import (
 )
 from rl_replay.checkpointers._files import read_json, write_json
 from rl_replay.samplers import PrioritizedSampler, RandomSampler
-from rl_replay.storages import ListStorage
+from rl_replay.storages import ListStorage, TensorStorage
 from rl_replay.writers import RoundRobinWriter
 
 __all__ = ["BufferShard", "build_component", "remote_shard_class"]
@@ -85,6 +85,7 @@ class BufferShard:
             and not len(self.rb.transform)
         )
         self.fifo = bool(getattr(rate_limiter, "fifo", False))
+        self._scratch: dict[int, Any] = {}  # reused buffers of staged writes (unpack_block)
         # several batches of one call may come from one draw (see _sample_at_once)
         self.draws_at_once = (
             rate_limiter is None
@@ -236,16 +237,40 @@ class BufferShard:
         One local ``extend`` of all the rows where that writes the same positions
         (``joinable``), else one ``extend`` per write; the positions of each write.
         """
-        data, sizes = unpack_block(payload)
+        # a tensor storage copies what it writes: the rows may be read in place
+        in_place = self.joinable and isinstance(self.rb.storage, TensorStorage)
+        data, sizes = unpack_block(payload, self._scratch if in_place else None)
         if self.joinable or len(sizes) == 1:
             index, _ = self.extend(data, timeout)
-            return [pack(part) for part in split_index(unpack(index), sizes)], self.meta()
+            index = unpack(index)
+            ranges = self._as_ranges(index, sizes)
+            if ranges is not None:  # a few numbers instead of every position
+                return ranges, self.meta()
+            return [pack(part) for part in split_index(index, sizes)], self.meta()
         indices, start = [], 0
         for size in sizes:
             index, _ = self.extend(data[start : start + size], timeout)
             indices.append(index)
             start += size
         return indices, self.meta()
+
+    def _as_ranges(self, index: Any, sizes: list[int]) -> tuple | None:
+        """``("__ranges__", first, sizes, capacity)`` if ``index`` is ``first, first + 1, ...``
+        (modulo the capacity), as a round-robin writer writes; else ``None``."""
+        capacity = getattr(self.rb.storage, "max_size", None)
+        total = sum(sizes)
+        if (
+            len(sizes) < 2
+            or not isinstance(capacity, int)
+            or not isinstance(index, torch.Tensor)
+            or index.shape != (total,)
+            or not total
+        ):
+            return None
+        first = int(index[0])
+        if not torch.equal(index, torch.arange(first, first + total) % capacity):
+            return None
+        return ("__ranges__", first, list(sizes), capacity)
 
     def add(self, data: Any, timeout: Any = "default") -> tuple[Any, tuple]:
         data = unpack(data)

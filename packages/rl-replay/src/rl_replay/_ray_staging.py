@@ -12,6 +12,7 @@ the shard writes them with one local ``extend`` (:func:`unpack_block`).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -163,17 +164,37 @@ def block_count(payload: tuple[Any, ...]) -> int:
     return sum(payload[4])
 
 
-def unpack_block(payload: tuple[Any, ...]) -> tuple[Any, list[int]]:
-    """``(batch, sizes)``: the rows of a :meth:`StagingBlock.take` payload, one writable copy."""
+def unpack_block(
+    payload: tuple[Any, ...], scratch: dict[int, np.ndarray] | None = None
+) -> tuple[Any, list[int]]:
+    """``(batch, sizes)``: the rows of a :meth:`StagingBlock.take` payload.
+
+    Without ``scratch`` the batch is one writable copy. With it (a dict the caller
+    keeps between calls) the batch is only valid until the next call and must only
+    be read: a leaf that came in one buffer is a read-only view of it (no copy), a
+    leaf cut in chunks is joined into a buffer of ``scratch`` reused from call to
+    call (no fresh allocation, whose pages the kernel would fault in and zero).
+    """
     _, batch_tail, table, leaves, sizes = payload
     total = sum(sizes)
     tensors = []
-    for (_, dtype, shape), chunks in zip(table, leaves, strict=True):
-        if len(chunks) == 1:
-            flat = chunks[0].copy()  # the object store's memory is read-only
-        else:
-            flat = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint8)
-        tensors.append(torch.from_numpy(flat.view(np.dtype(dtype)).reshape(total, *shape)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: the view is not writable
+        for leaf, ((_, dtype, shape), chunks) in enumerate(zip(table, leaves, strict=True)):
+            if len(chunks) == 1:
+                # the object store's memory is read-only: a view if only read, else a copy
+                flat = chunks[0] if scratch is not None else chunks[0].copy()
+            elif not chunks:
+                flat = np.zeros(0, dtype=np.uint8)
+            elif scratch is not None:
+                nbytes = sum(chunk.size for chunk in chunks)
+                buffer = scratch.get(leaf)
+                if buffer is None or buffer.size < nbytes:
+                    buffer = scratch[leaf] = np.empty(nbytes, dtype=np.uint8)
+                flat = np.concatenate(chunks, out=buffer[:nbytes])
+            else:
+                flat = np.concatenate(chunks)
+            tensors.append(torch.from_numpy(flat.view(np.dtype(dtype)).reshape(total, *shape)))
     if batch_tail is None:
         return tensors[0], sizes
     td = TensorDict(batch_size=(total, *batch_tail))
