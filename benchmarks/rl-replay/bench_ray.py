@@ -13,19 +13,23 @@ Questions answered:
   (``floor``).
 
 Each library starts its own local Ray runtime (``ray.init(address="local", num_cpus=2)``) in its process.
-Size: ``BENCH_RAY_CAPACITY`` (default 100,000).
+Size: ``BENCH_RAY_CAPACITY`` (default 100,000). Every ``extend`` workload writes for
+``BENCH_RAY_WARMUP`` seconds (default 3) before it is timed: the steady state, past the
+first use of the object store's pages (see ``_warm``).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import time
 
 import torch
 
 from _harness import Context, Workload, run
 
 CAPACITY = int(os.environ.get("BENCH_RAY_CAPACITY", "100000"))
+WARMUP = float(os.environ.get("BENCH_RAY_WARMUP", "3.0"))  # seconds of writes before timing
 CHUNK = 1000
 BATCH = 256
 OBS, ACT = 17, 6
@@ -96,10 +100,21 @@ def _filled(rb):
     return rb
 
 
+def _warm(fn) -> None:
+    """Call ``fn`` for ``WARMUP`` seconds: a fresh Ray runtime's object store faults in
+    (and the kernel zeroes) each page the first time an object lands on it, and Ray
+    frees dropped objects in batches (about every second), so the first seconds of
+    writes through it cost several times the steady state a training run sees."""
+    deadline = time.perf_counter() + WARMUP
+    while time.perf_counter() < deadline:
+        fn()
+
+
 def _extend(make):
     def setup(ctx: Context):
         rb = _filled(make())
         chunk = _ted(CHUNK)
+        _warm(lambda: rb.extend(chunk))
         return lambda: rb.extend(chunk)
 
     return setup
