@@ -6,8 +6,9 @@ Questions answered:
   of ours (``rl_stack``), of the local ``ReplayBuffer`` on the same storage (``floor``:
   what the actor itself does) and of TorchRL 0.14's ``RayReplayBuffer`` (``torchrl``).
   Ours is also timed with ``write_behind=32`` (writes staged in the client, each shard
-  gets them in one call and writes them with one local ``extend``) and ``prefetch=8``
-  (eight batches per call, drawn ahead): one round trip for many calls.
+  gets them in one call and writes them with one local ``extend``) and ``prefetch=8`` /
+  ``prefetch=32`` (8 or 32 batches per call, drawn ahead as one draw): one round trip
+  for many calls.
 * ``RayCollector``, 2 collectors of 4 CartPoles (``SerialEnv``), 200 frames per
   collector and batch: frames/s, against ``MultiSyncDataCollector`` with the same layout
   (``floor``).
@@ -180,6 +181,15 @@ WORKLOADS = [
         f"RayReplayBuffer(prefetch=8).sample({BATCH}) TED",
         setups={
             "rl_stack": _sample(functools.partial(_ours, prefetch=8)),
+            "floor": _sample(_local),
+        },
+        items=BATCH,
+        unit="transitions",
+    ),
+    Workload(
+        f"RayReplayBuffer(prefetch=32).sample({BATCH}) TED",
+        setups={
+            "rl_stack": _sample(functools.partial(_ours, prefetch=32)),
             "floor": _sample(_local),
         },
         items=BATCH,

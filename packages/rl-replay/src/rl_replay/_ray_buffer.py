@@ -27,7 +27,7 @@ from rl_replay._ray_shard import remote_shard_class
 from rl_replay._ray_sharding import check_int, check_layout, merge_parts, shard_counts
 from rl_replay._ray_transport import as_args, pack, rows_batches, unpack
 
-_BATCHES_PER_CALL = 8  # prefetched batches one call brings (more: one slow reply)
+_BATCHES_PER_CALL = 32  # prefetched batches one call brings (more: one slow reply)
 
 __all__ = ["PendingWrite", "RayReplayBuffer"]
 
@@ -56,7 +56,7 @@ class RayReplayBuffer(ShardFaults):
             forever. Defaults to ``60.0``.
         num_shards (int, optional): buffer actors. Defaults to ``1``.
         prefetch (int, optional): batches drawn ahead of the call (as for the local
-            buffer): one request brings ``prefetch`` batches (at most 8; under uniform
+            buffer): one request brings ``prefetch`` batches (at most 32; under uniform
             sampling one draw, packed once and split into batches in the client), and
             the next request is sent as the first of them is handed out.
             Prefetched batches were drawn before this client's later writes; under a
