@@ -177,24 +177,18 @@ WORKLOADS = [
         items=BATCH,
         unit="transitions",
     ),
-    Workload(
-        f"RayReplayBuffer(prefetch=8).sample({BATCH}) TED",
-        setups={
-            "rl_stack": _sample(functools.partial(_ours, prefetch=8)),
-            "floor": _sample(_local),
-        },
-        items=BATCH,
-        unit="transitions",
-    ),
-    Workload(
-        f"RayReplayBuffer(prefetch=32).sample({BATCH}) TED",
-        setups={
-            "rl_stack": _sample(functools.partial(_ours, prefetch=32)),
-            "floor": _sample(_local),
-        },
-        items=BATCH,
-        unit="transitions",
-    ),
+    *[
+        Workload(
+            f"RayReplayBuffer(prefetch={prefetch}).sample({BATCH}) TED",
+            setups={
+                "rl_stack": _sample(functools.partial(_ours, prefetch=prefetch)),
+                "floor": _sample(_local),
+            },
+            items=BATCH,
+            unit="transitions",
+        )
+        for prefetch in (8, 32)
+    ],
     Workload(
         f"RayCollector 2 x {ENVS_PER_COLLECTOR} CartPole (floor: MultiSyncDataCollector)",
         setups={"rl_stack": _collect("RayCollector"), "floor": _collect("MultiSyncDataCollector")},
