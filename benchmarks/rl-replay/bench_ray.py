@@ -121,10 +121,15 @@ def _extend(make):
     return setup
 
 
-def _sample(make):
+def _sample(make, batches: int = 1):
+    """``batches`` samples per timed call: with ``prefetch=k`` a call of ``k`` samples
+    is one whole cycle (one request, ``k`` batches handed out), whatever the loop count."""
+
     def setup(ctx: Context):
         rb = _filled(make())
-        return rb.sample
+        if batches == 1:
+            return rb.sample
+        return lambda: [rb.sample() for _ in range(batches)]
 
     return setup
 
@@ -181,10 +186,10 @@ WORKLOADS = [
         Workload(
             f"RayReplayBuffer(prefetch={prefetch}).sample({BATCH}) TED",
             setups={
-                "rl_stack": _sample(functools.partial(_ours, prefetch=prefetch)),
-                "floor": _sample(_local),
+                "rl_stack": _sample(functools.partial(_ours, prefetch=prefetch), prefetch),
+                "floor": _sample(_local, prefetch),
             },
-            items=BATCH,
+            items=BATCH * prefetch,
             unit="transitions",
         )
         for prefetch in (8, 32)
