@@ -6,26 +6,31 @@ Questions answered:
   of ours (``rl_stack``), of the local ``ReplayBuffer`` on the same storage (``floor``:
   what the actor itself does) and of TorchRL 0.14's ``RayReplayBuffer`` (``torchrl``).
   Ours is also timed with ``write_behind=32`` (writes staged in the client, each shard
-  gets them in one call and writes them with one local ``extend``) and ``prefetch=8``
-  (eight batches per call, drawn ahead): one round trip for many calls.
+  gets them in one call and writes them with one local ``extend``) and ``prefetch=8`` /
+  ``prefetch=32`` (8 or 32 batches per call, drawn ahead as one draw): one round trip
+  for many calls.
 * ``RayCollector``, 2 collectors of 4 CartPoles (``SerialEnv``), 200 frames per
   collector and batch: frames/s, against ``MultiSyncDataCollector`` with the same layout
   (``floor``).
 
 Each library starts its own local Ray runtime (``ray.init(address="local", num_cpus=2)``) in its process.
-Size: ``BENCH_RAY_CAPACITY`` (default 100,000).
+Size: ``BENCH_RAY_CAPACITY`` (default 100,000). Every ``extend`` workload writes for
+``BENCH_RAY_WARMUP`` seconds (default 3) before it is timed: the steady state, past the
+first use of the object store's pages (see ``_warm``).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import time
 
 import torch
 
 from _harness import Context, Workload, run
 
 CAPACITY = int(os.environ.get("BENCH_RAY_CAPACITY", "100000"))
+WARMUP = float(os.environ.get("BENCH_RAY_WARMUP", "3.0"))  # seconds of writes before timing
 CHUNK = 1000
 BATCH = 256
 OBS, ACT = 17, 6
@@ -96,19 +101,35 @@ def _filled(rb):
     return rb
 
 
+def _warm(fn) -> None:
+    """Call ``fn`` for ``WARMUP`` seconds: a fresh Ray runtime's object store faults in
+    (and the kernel zeroes) each page the first time an object lands on it, and Ray
+    frees dropped objects in batches (about every second), so the first seconds of
+    writes through it cost several times the steady state a training run sees."""
+    deadline = time.perf_counter() + WARMUP
+    while time.perf_counter() < deadline:
+        fn()
+
+
 def _extend(make):
     def setup(ctx: Context):
         rb = _filled(make())
         chunk = _ted(CHUNK)
+        _warm(lambda: rb.extend(chunk))
         return lambda: rb.extend(chunk)
 
     return setup
 
 
-def _sample(make):
+def _sample(make, batches: int = 1):
+    """``batches`` samples per timed call: with ``prefetch=k`` a call of ``k`` samples
+    is one whole cycle (one request, ``k`` batches handed out), whatever the loop count."""
+
     def setup(ctx: Context):
         rb = _filled(make())
-        return rb.sample
+        if batches == 1:
+            return rb.sample
+        return lambda: [rb.sample() for _ in range(batches)]
 
     return setup
 
@@ -161,15 +182,18 @@ WORKLOADS = [
         items=BATCH,
         unit="transitions",
     ),
-    Workload(
-        f"RayReplayBuffer(prefetch=8).sample({BATCH}) TED",
-        setups={
-            "rl_stack": _sample(functools.partial(_ours, prefetch=8)),
-            "floor": _sample(_local),
-        },
-        items=BATCH,
-        unit="transitions",
-    ),
+    *[
+        Workload(
+            f"RayReplayBuffer(prefetch={prefetch}).sample({BATCH}) TED",
+            setups={
+                "rl_stack": _sample(functools.partial(_ours, prefetch=prefetch), prefetch),
+                "floor": _sample(_local, prefetch),
+            },
+            items=BATCH * prefetch,
+            unit="transitions",
+        )
+        for prefetch in (8, 32)
+    ],
     Workload(
         f"RayCollector 2 x {ENVS_PER_COLLECTOR} CartPole (floor: MultiSyncDataCollector)",
         setups={"rl_stack": _collect("RayCollector"), "floor": _collect("MultiSyncDataCollector")},
@@ -189,6 +213,11 @@ WORKLOADS = [
 # actor (measured before the staging block: joining, one local extend of 32,000); a sample(256): 0.05 ms in the driver, 0.72 ms in the actor; a
 # prefetch call of 8 samples: 0.29 ms and 3.9 ms. Each sum with the round trip is the
 # time a synchronous call was measured to take.
+# Later (staged rows read in place by the shard, consecutive positions answered as ranges,
+# staging 54 -> 32 us a write; one draw packed once for a prefetch call), CPU per
+# extend(1000) with write_behind=32 in the steady state, over every process: driver
+# 150-190 us, shard 135-150 us, raylet 40-60 us (before: 250-300, 180-250, 100-130;
+# the local extend: ~70 us); the values above are kept for the simulation.
 COSTS = {
     "round_trip": float(os.environ.get("BENCH_RAY_RTT", "0.00075")),
     "extend_client": float(os.environ.get("BENCH_RAY_EXTEND_CLIENT", "0.00047")),

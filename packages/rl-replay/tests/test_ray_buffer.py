@@ -356,6 +356,18 @@ class TestBatching:
             rb.extend(reused)
         assert rb[:]["obs"].tolist() == [float(i) for i in range(48)]
 
+    def test_staged_writes_report_their_positions_past_the_end_of_the_storage(self, buffers):
+        rb = buffers(storage=LazyTensorStorage(10), write_behind=2, flush_interval=None)
+        pending = [rb.extend(torch.arange(i * 3, i * 3 + 3)) for i in range(4)]  # 2 flushes
+        rb._flush()
+        assert [p.result().tolist() for p in pending] == [
+            [0, 1, 2],
+            [3, 4, 5],
+            [6, 7, 8],
+            [9, 0, 1],
+        ]
+        assert rb[:].tolist() == [10, 11, 2, 3, 4, 5, 6, 7, 8, 9]
+
     def test_staged_writes_round_robin_over_shards_in_order(self, buffers):
         rb = buffers(storage=LazyTensorStorage(50), write_behind=3, num_shards=2,
                      flush_interval=0.05)  # fmt: skip

@@ -68,3 +68,20 @@ def test_another_block_of_the_same_layout():
     assert other.same_layout(block) and other.used == 0
     assert other.add(_ted(5, 7))
     assert (unpack_block(other.take())[0] == _ted(5, 7)).all()
+
+
+def test_rows_read_in_place_reuse_one_buffer_per_chunked_leaf(monkeypatch):
+    import rl_replay._ray_staging as staging
+
+    monkeypatch.setattr(staging, "CHUNK", 16)  # every leaf but "done" comes in chunks
+    block = StagingBlock.build(_ted(0, 4), writes=2)
+    scratch = {}
+    for start in (0, 8):
+        block.add(_ted(start, start + 4))
+        block.add(_ted(start + 4, start + 8))
+        payload = pickle.loads(pickle.dumps(block.take()))
+        data, sizes = unpack_block(payload, scratch)
+        assert sizes == [4, 4] and (data == _ted(start, start + 8)).all()
+        if start == 0:
+            kept = {leaf: buffer.ctypes.data for leaf, buffer in scratch.items()}
+    assert kept and {leaf: b.ctypes.data for leaf, b in scratch.items()} == kept  # reused

@@ -13,6 +13,7 @@ shipped write are raised by the next call of the client (or by ``result()``).
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 import weakref
@@ -21,11 +22,13 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import torch
+
 from rl_replay._ray_backend import ReplayActorDiedError
 from rl_replay._ray_staging import StagingBlock
 from rl_replay._ray_transport import count, pack, snapshot
 
-__all__ = ["PendingWrite", "WriteStage"]
+__all__ = ["PendingWrite", "WriteRanges", "WriteStage"]
 
 
 # ---------------------------------------------------------------- staged writes
@@ -40,7 +43,7 @@ class _Batch:
         self.payload: Future | None = None  # what the shard's call carries (made by _seal)
         self.since = time.monotonic()
         self.ref: Any = None
-        self.indices: list[Any] | None = None
+        self.indices: Any = None  # a list of indices, or WriteRanges
         self.error: BaseException | None = None
 
     @property
@@ -52,6 +55,32 @@ class _Batch:
         if self.block is not None:
             return sum(self.sizes)
         return sum(count(item) for item in self.items)
+
+
+class WriteRanges:
+    """The positions of consecutive staged writes, made only when one is asked for.
+
+    A shard whose writes of one call landed on consecutive positions (modulo the
+    capacity) replies with the first position and the write sizes; ``ranges[i]``
+    is the index tensor of the ``i``-th write (plus ``offset``, the shard's first
+    global position).
+
+    Examples:
+        >>> WriteRanges(8, [2, 3], capacity=10, offset=0)[1].tolist()
+        [0, 1, 2]
+    """
+
+    def __init__(self, first: int, sizes: list[int], capacity: int, offset: int) -> None:
+        self.first, self.sizes, self.capacity, self.offset = first, sizes, capacity, offset
+        self.starts = [first + before for before in itertools.accumulate([0, *sizes[:-1]])]
+
+    def __len__(self) -> int:
+        return len(self.sizes)
+
+    def __getitem__(self, position: int) -> torch.Tensor:
+        start = self.starts[position]
+        index = torch.arange(start, start + self.sizes[position]) % self.capacity
+        return index + self.offset if self.offset else index
 
 
 class PendingWrite:

@@ -21,13 +21,13 @@ from tensordict import is_tensor_collection
 
 from rl_replay._rate_limiters import RateLimiter, RateLimitTimeoutError
 from rl_replay._ray_backend import import_ray, reraise
-from rl_replay._ray_batching import PendingWrite, WriteStage
+from rl_replay._ray_batching import PendingWrite, WriteRanges, WriteStage
 from rl_replay._ray_faults import ShardFaults
 from rl_replay._ray_shard import remote_shard_class
 from rl_replay._ray_sharding import check_int, check_layout, merge_parts, shard_counts
-from rl_replay._ray_transport import as_args, pack, unpack
+from rl_replay._ray_transport import as_args, pack, rows_batches, unpack
 
-_BATCHES_PER_CALL = 8  # prefetched batches one call brings (more: one slow reply)
+_BATCHES_PER_CALL = 32  # prefetched batches one call brings (more: one slow reply)
 
 __all__ = ["PendingWrite", "RayReplayBuffer"]
 
@@ -56,8 +56,9 @@ class RayReplayBuffer(ShardFaults):
             forever. Defaults to ``60.0``.
         num_shards (int, optional): buffer actors. Defaults to ``1``.
         prefetch (int, optional): batches drawn ahead of the call (as for the local
-            buffer): one request brings ``prefetch`` batches (at most 8, each its own
-            reply), and the next request is sent as the first of them is handed out.
+            buffer): one request brings ``prefetch`` batches (at most 32; under uniform
+            sampling one draw, packed once and split into batches in the client), and
+            the next request is sent as the first of them is handed out.
             Prefetched batches were drawn before this client's later writes; under a
             rate limiter a request brings what the limiter allows at once (at least
             one batch). Defaults to ``None``.
@@ -244,9 +245,13 @@ class RayReplayBuffer(ShardFaults):
             return actor.extend_many.options(concurrency_group="write").remote(payload)
         return actor.extend_block.options(concurrency_group="write").remote(payload)
 
-    def _receive_writes(self, shard: int, ref: Any) -> list[Any]:
+    def _receive_writes(self, shard: int, ref: Any) -> Any:  # Any: a sequence of indices
         indices, meta = self._get(ref, shard)
         self._set_meta(shard, meta)
+        if isinstance(indices, tuple) and indices and indices[0] == "__ranges__":
+            _, first, sizes, capacity = indices
+            offset = shard * self._capacity if self._num_shards > 1 else 0
+            return WriteRanges(first, sizes, capacity, offset)
         return [self._global_index(unpack(index), shard) for index in indices]
 
     def _count_lost(self, shard: int, items: int) -> None:
@@ -453,9 +458,15 @@ class RayReplayBuffer(ShardFaults):
             self._set_meta(shard, meta)
             where = [b for b, n in enumerate(counts[shard]) if n]
             got[shard] = {}
-            for b, data, info in zip(where, datas, infos, strict=False):
-                data = unpack(data)
-                info = {key: unpack(value) for key, value in info.items()}
+            if isinstance(infos, tuple) and infos and infos[0] == "__rows__":
+                pairs = rows_batches(infos, datas)  # one draw, one buffer, split here
+            else:
+                pairs = [
+                    (unpack(data), {key: unpack(value) for key, value in info.items()})
+                    for data, info in zip(datas, infos, strict=False)
+                ]
+            for b, (data, info) in zip(where, pairs, strict=False):
+                info = info if info is not None else {}
                 if "index" in info:
                     info["index"] = self._global_index(info["index"], shard)
                 got[shard][b] = (data, info)

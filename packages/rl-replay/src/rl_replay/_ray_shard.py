@@ -23,10 +23,18 @@ from tensordict import is_tensor_collection
 from rl_replay._buffer import ReplayBuffer
 from rl_replay._rate_limiters import RateLimiter, RateLimitTimeoutError
 from rl_replay._ray_staging import unpack_block
-from rl_replay._ray_transport import count, from_args, join, pack, split_index, unpack
+from rl_replay._ray_transport import (
+    count,
+    from_args,
+    join,
+    pack,
+    rows_head,
+    split_index,
+    unpack,
+)
 from rl_replay.checkpointers._files import read_json, write_json
 from rl_replay.samplers import PrioritizedSampler, RandomSampler
-from rl_replay.storages import ListStorage
+from rl_replay.storages import ListStorage, TensorStorage
 from rl_replay.writers import RoundRobinWriter
 
 __all__ = ["BufferShard", "build_component", "remote_shard_class"]
@@ -77,6 +85,7 @@ class BufferShard:
             and not len(self.rb.transform)
         )
         self.fifo = bool(getattr(rate_limiter, "fifo", False))
+        self._scratch: dict[int, Any] = {}  # reused buffers of staged writes (unpack_block)
         # several batches of one call may come from one draw (see _sample_at_once)
         self.draws_at_once = (
             rate_limiter is None
@@ -228,16 +237,40 @@ class BufferShard:
         One local ``extend`` of all the rows where that writes the same positions
         (``joinable``), else one ``extend`` per write; the positions of each write.
         """
-        data, sizes = unpack_block(payload)
+        # a tensor storage copies what it writes: the rows may be read in place
+        in_place = self.joinable and isinstance(self.rb.storage, TensorStorage)
+        data, sizes = unpack_block(payload, self._scratch if in_place else None)
         if self.joinable or len(sizes) == 1:
             index, _ = self.extend(data, timeout)
-            return [pack(part) for part in split_index(unpack(index), sizes)], self.meta()
+            index = unpack(index)
+            ranges = self._as_ranges(index, sizes)
+            if ranges is not None:  # a few numbers instead of every position
+                return ranges, self.meta()
+            return [pack(part) for part in split_index(index, sizes)], self.meta()
         indices, start = [], 0
         for size in sizes:
             index, _ = self.extend(data[start : start + size], timeout)
             indices.append(index)
             start += size
         return indices, self.meta()
+
+    def _as_ranges(self, index: Any, sizes: list[int]) -> tuple | None:
+        """``("__ranges__", first, sizes, capacity)`` if ``index`` is ``first, first + 1, ...``
+        (modulo the capacity), as a round-robin writer writes; else ``None``."""
+        capacity = getattr(self.rb.storage, "max_size", None)
+        total = sum(sizes)
+        if (
+            len(sizes) < 2
+            or not isinstance(capacity, int)
+            or not isinstance(index, torch.Tensor)
+            or index.shape != (total,)
+            or not total
+        ):
+            return None
+        first = int(index[0])
+        if not torch.equal(index, torch.arange(first, first + total) % capacity):
+            return None
+        return ("__ranges__", first, list(sizes), capacity)
 
     def add(self, data: Any, timeout: Any = "default") -> tuple[Any, tuple]:
         data = unpack(data)
@@ -321,22 +354,30 @@ class BufferShard:
         return ((infos, self.meta()), *datas, *[None] * (len(wanted) - len(datas)))
 
     def _sample_at_once(self, wanted: list[int], return_info: bool) -> tuple:
-        """:meth:`sample_many` as one draw of all the items and one read, split in batches.
+        """:meth:`sample_many` as one draw of all the items, packed once, split by the client.
 
         Only for uniform sampling with replacement and no rate limiter, transform or
         collate function (``draws_at_once``): each item is drawn independently, so
-        the parts of one draw are batches drawn one after another.
+        the parts of one draw are batches drawn one after another. The reply is
+        ``((rows, meta), chunk, ...)``: ``rows`` (:func:`~rl_replay._ray_transport.rows_head`)
+        describes the one packed buffer of every item, cut into ``len(wanted)`` byte
+        chunks (each small enough to travel inside the reply); the client joins them
+        with one copy and splits the batches as views of it.
         """
         total = sum(wanted)
         data, info = self.rb.sample(total, return_info=True)
         self.samples += total
-        datas, infos, start = [], [], 0
-        for size in wanted:
-            part = slice(start, start + size)
-            datas.append(pack(data[part]))
-            infos.append({k: pack(v[part]) for k, v in info.items()} if return_info else None)
-            start += size
-        return ((infos, self.meta()), *datas)
+        info = {k: pack(v) for k, v in info.items()} if return_info else None
+        head, chunks = rows_head(pack(data), wanted, info)
+        if head is None:  # not one numpy buffer: one packed batch per size, as sample()
+            datas, infos, start = [], [], 0
+            for size in wanted:
+                part = slice(start, start + size)
+                datas.append(pack(data[part]))
+                infos.append({k: pack(unpack(v)[part]) for k, v in info.items()} if info else None)
+                start += size
+            return ((infos, self.meta()), *datas)
+        return ((head, self.meta()), *chunks)
 
     def getitem(self, index: Any) -> Any:
         return pack(self.rb[unpack(index)])

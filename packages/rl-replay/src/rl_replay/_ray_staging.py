@@ -12,6 +12,7 @@ the shard writes them with one local ``extend`` (:func:`unpack_block`).
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -70,6 +71,12 @@ class StagingBlock:
             for key, dst in zip(self.keys, self.dsts, strict=True)
         ]
         self.rows, self.used, self.sizes = rows, 0, []
+        self._init_views()
+
+    def _init_views(self) -> None:
+        # what each leaf must be: (key, dtype, trailing shape)
+        self.specs = [(k, dst.dtype, dst.shape[1:]) for k, dst in zip(self.keys, self.dsts)]
+        self.views: dict[tuple[int, int], list[torch.Tensor]] = {}  # (start, n) -> leaf rows
 
     @staticmethod
     def takes(data: Any) -> bool:
@@ -92,6 +99,7 @@ class StagingBlock:
         other.tail, other.batch_tail, other.keys = self.tail, self.batch_tail, self.keys
         other.dsts = [torch.empty_like(dst) for dst in self.dsts]
         other.table, other.rows, other.used, other.sizes = self.table, self.rows, 0, []
+        other._init_views()
         return other
 
     def same_layout(self, other: StagingBlock) -> bool:
@@ -118,15 +126,21 @@ class StagingBlock:
         if len(pairs) != len(self.dsts):
             return False
         start, stop = self.used, self.used + n
-        for (key, value), want, dst in zip(pairs, self.keys, self.dsts, strict=True):
+        # the rows of a write, as views made once per block (writes of one size reuse them)
+        views = self.views.get((start, n))
+        if views is None:
+            if len(self.views) > max(64, 2 * self.rows // n):
+                self.views.clear()  # writes of many sizes: do not keep them all
+            views = self.views[(start, n)] = [dst[start:stop] for dst in self.dsts]
+        for (key, value), (want, dtype, tail), view in zip(pairs, self.specs, views, strict=True):
             if (
                 key != want
                 or not isinstance(value, torch.Tensor)
-                or value.dtype != dst.dtype
-                or value.shape[1:] != dst.shape[1:]
+                or value.dtype != dtype
+                or value.shape[1:] != tail
             ):
                 return False  # rows past self.used are free: nothing to undo
-            dst[start:stop].copy_(value)
+            view.copy_(value)
         self.used = stop
         self.sizes.append(n)
         return True
@@ -150,17 +164,37 @@ def block_count(payload: tuple[Any, ...]) -> int:
     return sum(payload[4])
 
 
-def unpack_block(payload: tuple[Any, ...]) -> tuple[Any, list[int]]:
-    """``(batch, sizes)``: the rows of a :meth:`StagingBlock.take` payload, one writable copy."""
+def unpack_block(
+    payload: tuple[Any, ...], scratch: dict[int, np.ndarray] | None = None
+) -> tuple[Any, list[int]]:
+    """``(batch, sizes)``: the rows of a :meth:`StagingBlock.take` payload.
+
+    Without ``scratch`` the batch is one writable copy. With it (a dict the caller
+    keeps between calls) the batch is only valid until the next call and must only
+    be read: a leaf that came in one buffer is a read-only view of it (no copy), a
+    leaf cut in chunks is joined into a buffer of ``scratch`` reused from call to
+    call (no fresh allocation, whose pages the kernel would fault in and zero).
+    """
     _, batch_tail, table, leaves, sizes = payload
     total = sum(sizes)
     tensors = []
-    for (_, dtype, shape), chunks in zip(table, leaves, strict=True):
-        if len(chunks) == 1:
-            flat = chunks[0].copy()  # the object store's memory is read-only
-        else:
-            flat = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint8)
-        tensors.append(torch.from_numpy(flat.view(np.dtype(dtype)).reshape(total, *shape)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch: the view is not writable
+        for leaf, ((_, dtype, shape), chunks) in enumerate(zip(table, leaves, strict=True)):
+            if len(chunks) == 1:
+                # the object store's memory is read-only: a view if only read, else a copy
+                flat = chunks[0] if scratch is not None else chunks[0].copy()
+            elif not chunks:
+                flat = np.zeros(0, dtype=np.uint8)
+            elif scratch is not None:
+                nbytes = sum(chunk.size for chunk in chunks)
+                buffer = scratch.get(leaf)
+                if buffer is None or buffer.size < nbytes:
+                    buffer = scratch[leaf] = np.empty(nbytes, dtype=np.uint8)
+                flat = np.concatenate(chunks, out=buffer[:nbytes])
+            else:
+                flat = np.concatenate(chunks)
+            tensors.append(torch.from_numpy(flat.view(np.dtype(dtype)).reshape(total, *shape)))
     if batch_tail is None:
         return tensors[0], sizes
     td = TensorDict(batch_size=(total, *batch_tail))

@@ -28,6 +28,8 @@ __all__ = [
     "from_args",
     "join",
     "pack",
+    "rows_batches",
+    "rows_head",
     "snapshot",
     "split_index",
     "unpack",
@@ -135,6 +137,66 @@ def from_args(head: Any, chunks: tuple[np.ndarray, ...] | list[np.ndarray]) -> A
     if head[0] != "__td__" or head[2] is not None:
         return head
     return ("__td__", head[1], list(chunks), head[3], head[4])
+
+
+def rows_head(
+    packed: Any, sizes: list[int], info: dict[str, Any] | None
+) -> tuple[Any, list[np.ndarray]]:  # Any: a description, or None
+    """``(head, chunks)``: one packed batch of ``sum(sizes)`` items, to be split in ``sizes``.
+
+    The packed buffer is cut into ``len(sizes)`` byte chunks (views, no copy) that
+    travel as separate small return values; :func:`rows_batches` joins them with one
+    copy and splits the batches as views of it. ``(None, [])`` if the batch is not
+    one numpy buffer (non-numpy leaves): send one packed batch per size then.
+    """
+    if isinstance(packed, tuple) and packed and packed[0] == "__td__":
+        _, batch_size, blob, table, extra = packed
+        if extra or not batch_size:
+            return None, []
+        layout = ("td", batch_size, table)
+    elif isinstance(packed, tuple) and len(packed) == 2 and packed[0] == "__tensor__":
+        array = packed[1]
+        if not isinstance(array, np.ndarray) or not array.ndim:
+            return None, []
+        layout = ("tensor", array.dtype.str, array.shape)
+        blob = np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+    else:
+        return None, []
+    if isinstance(blob, list):
+        blob = np.concatenate(blob) if blob else np.zeros(0, dtype=np.uint8)
+    step = max(1, -(-blob.size // len(sizes)))
+    chunks = [blob[i * step : (i + 1) * step] for i in range(len(sizes))]
+    return ("__rows__", list(sizes), layout, info), chunks
+
+
+def rows_batches(head: Any, chunks: Any) -> list[tuple[Any, Any]]:  # Any: rows_head's
+    """Undo :func:`rows_head`: ``[(batch, info)]``, one per size, views of one writable copy."""
+    _, sizes, layout, info = head
+    chunks = list(chunks)
+    if len(chunks) == 1:
+        whole = chunks[0] if chunks[0].flags.writeable else chunks[0].copy()
+    else:
+        whole = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.uint8)
+    if layout[0] == "td":
+        _, batch_size, table = layout
+        data = unpack(("__td__", batch_size, whole, table, {}))
+    else:
+        _, dtype, shape = layout
+        data = torch.from_numpy(whole.view(np.dtype(dtype)).reshape(shape))
+    datas = data.split(sizes)
+    if info is None:
+        return [(part, None) for part in datas]
+    total = sum(sizes)
+    columns = {}
+    for key, value in info.items():
+        value = unpack(value)
+        if isinstance(value, torch.Tensor) and value.ndim and value.shape[0] == total:
+            columns[key] = value.split(sizes)
+        else:
+            columns[key] = [value] * len(sizes)
+    return [
+        (part, {key: column[b] for key, column in columns.items()}) for b, part in enumerate(datas)
+    ]
 
 
 def snapshot(packed: Any) -> Any:  # Any: what pack returned
