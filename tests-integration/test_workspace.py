@@ -296,3 +296,12 @@ def test_the_cycle_check_sees_a_cycle(tmp_path, monkeypatch):
     graph = _module_graph("rl-probe")
     assert graph["rl_probe._a"] == {"rl_probe._b"} and graph["rl_probe._b"] == {"rl_probe._a"}
     assert graph["rl_probe._c"] == {"rl_probe._b"}
+
+
+def test_no_module_is_over_600_lines():
+    long = {
+        str(path.relative_to(ROOT)): n
+        for _, path in _sources()
+        if (n := len(path.read_text().splitlines())) > 600
+    }
+    assert long == {}, f"split these modules (one concept each, at most 600 lines): {long}"

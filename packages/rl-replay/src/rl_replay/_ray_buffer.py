@@ -24,7 +24,14 @@ from rl_replay._ray_backend import import_ray, reraise
 from rl_replay._ray_batching import PendingWrite, WriteRanges, WriteStage
 from rl_replay._ray_faults import ShardFaults
 from rl_replay._ray_shard import remote_shard_class
-from rl_replay._ray_sharding import check_int, check_layout, merge_parts, shard_counts
+from rl_replay._ray_sharding import (
+    check_int,
+    check_layout,
+    global_index,
+    merge_parts,
+    route,
+    shard_counts,
+)
 from rl_replay._ray_transport import as_args, pack, rows_batches, unpack
 
 _BATCHES_PER_CALL = 32  # prefetched batches one call brings (more: one slow reply)
@@ -252,7 +259,7 @@ class RayReplayBuffer(ShardFaults):
             _, first, sizes, capacity = indices
             offset = shard * self._capacity if self._num_shards > 1 else 0
             return WriteRanges(first, sizes, capacity, offset)
-        return [self._global_index(unpack(index), shard) for index in indices]
+        return [global_index(unpack(index), shard, self._capacity) for index in indices]
 
     def _count_lost(self, shard: int, items: int) -> None:
         self._lost[shard] += items
@@ -261,30 +268,6 @@ class RayReplayBuffer(ShardFaults):
         """Ship this client's staged writes and wait for them (raising their errors)."""
         if self._stage is not None:
             self._stage.flush()
-
-    def _global_index(self, index: Any, shard: int) -> Any:
-        if self._num_shards == 1 or shard == 0:
-            return index
-        if isinstance(index, int):
-            return index + shard * self._capacity
-        if isinstance(index, torch.Tensor):
-            return index + shard * self._capacity
-        raise ValueError(
-            f"A sharded RayReplayBuffer needs one-dim indices, got {type(index).__name__}. "
-            "Use num_shards=1 with multi-dim storages."
-        )
-
-    def _route(self, index: Any) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
-        """Global indices -> {shard: (positions in the input, local indices)}."""
-        if self._num_shards == 1:
-            return {0: (None, index)}
-        flat = torch.as_tensor(index).reshape(-1)
-        shard_of = torch.div(flat, self._capacity, rounding_mode="floor")
-        out = {}
-        for shard in shard_of.unique().tolist():
-            where = (shard_of == shard).nonzero().squeeze(-1)
-            out[shard] = (where, flat[where] - shard * self._capacity)
-        return out
 
     # ------------------------------------------------------------ API
     @property
@@ -320,7 +303,7 @@ class RayReplayBuffer(ShardFaults):
         ref = self._actor(shard).add.options(concurrency_group="write").remote(pack(data))
         index, meta = self._get(ref, shard)
         self._set_meta(shard, meta)
-        return self._global_index(index, shard)
+        return global_index(index, shard, self._capacity)
 
     def extend(self, data: Any) -> Any:  # Any: a batch; returns indices or a PendingWrite
         """Write a batch to the next shard; return the global positions.
@@ -339,16 +322,16 @@ class RayReplayBuffer(ShardFaults):
         ref = self._actor(shard).extend_args.options(concurrency_group="write")
         index, meta = self._get(ref.remote(head, *chunks), shard)
         self._set_meta(shard, meta)
-        return self._global_index(unpack(index), shard)
+        return global_index(unpack(index), shard, self._capacity)
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._flush()
-        for shard, (_, local) in self._route(index).items():
+        for shard, (_, local) in route(index, self._num_shards, self._capacity).items():
             part = value
             if self._num_shards > 1 and (
                 isinstance(value, torch.Tensor) or is_tensor_collection(value)
             ):
-                part = value[self._route(index)[shard][0]]
+                part = value[route(index, self._num_shards, self._capacity)[shard][0]]
             self._get(self._actor(shard).setitem.remote(pack(local), pack(part)), shard)
 
     def __getitem__(self, index: Any) -> Any:  # Any: as for ReplayBuffer
@@ -365,7 +348,7 @@ class RayReplayBuffer(ShardFaults):
         self._flush()
         priority = torch.as_tensor(priority)
         refs, shards = [], []
-        for shard, (where, local) in self._route(index).items():
+        for shard, (where, local) in route(index, self._num_shards, self._capacity).items():
             part = priority if where is None or priority.ndim == 0 else priority.reshape(-1)[where]
             refs.append(self._actor(shard).update_priority.remote(pack(local), pack(part)))
             shards.append(shard)
@@ -468,7 +451,7 @@ class RayReplayBuffer(ShardFaults):
             for b, (data, info) in zip(where, pairs, strict=False):
                 info = info if info is not None else {}
                 if "index" in info:
-                    info["index"] = self._global_index(info["index"], shard)
+                    info["index"] = global_index(info["index"], shard, self._capacity)
                 got[shard][b] = (data, info)
         batches = min(len(parts) for parts in got.values())  # fewer under a rate limiter
         out = []

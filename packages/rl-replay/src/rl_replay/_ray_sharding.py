@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["check_int", "check_layout", "merge_parts", "shard_counts"]
+__all__ = ["check_int", "check_layout", "global_index", "merge_parts", "route", "shard_counts"]
 
 
 def _slice_error(num_slices: int) -> ValueError:
@@ -103,3 +103,32 @@ def check_int(name: str, value: Any, *, minimum: int) -> None:
         raise ValueError(
             f"RayReplayBuffer expected {name} to be an int >= {minimum}, got {value!r}."
         )
+
+
+def global_index(index: Any, shard: int, capacity: int) -> Any:  # Any: an int or a tensor
+    """A shard's local index as the buffer's global one (shard ``k`` owns ``k * capacity`` on).
+
+    Raises:
+        ValueError: a multi-dim index (a tuple) from a sharded buffer.
+    """
+    if shard == 0:
+        return index
+    if isinstance(index, (int, torch.Tensor)):
+        return index + shard * capacity
+    raise ValueError(
+        f"A sharded RayReplayBuffer needs one-dim indices, got {type(index).__name__}. "
+        "Use num_shards=1 with multi-dim storages."
+    )
+
+
+def route(index: Any, num_shards: int, capacity: int) -> dict[int, tuple[Any, Any]]:
+    """Global indices -> {shard: (positions in the input, local indices)}."""
+    if num_shards == 1:
+        return {0: (None, index)}
+    flat = torch.as_tensor(index).reshape(-1)
+    shard_of = torch.div(flat, capacity, rounding_mode="floor")
+    out = {}
+    for shard in shard_of.unique().tolist():
+        where = (shard_of == shard).nonzero().squeeze(-1)
+        out[shard] = (where, flat[where] - shard * capacity)
+    return out

@@ -36,7 +36,8 @@ from rl_transforms._image import CenterCrop, Crop, GrayScale, Resize, ToTensorIm
 from rl_transforms._kl_reward import KLRewardTransform
 from rl_transforms._multi_action import MultiAction
 from rl_transforms._multistep import MultiStepTransform
-from rl_transforms._normalization import ObservationNorm, VecNorm, VecNormV2
+from rl_transforms._normalization import VecNorm, VecNormV2
+from rl_transforms._observation_norm import ObservationNorm
 from rl_transforms._policy_switch import ConditionalPolicySwitch
 from rl_transforms._primer import TensorDictPrimer, gSDENoise
 from rl_transforms._rb import RandomCropTensorDict

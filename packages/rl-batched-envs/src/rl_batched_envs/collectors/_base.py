@@ -16,7 +16,9 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
+from rl_batched_envs._stacking import EnvFactory
 from rl_batched_envs.collectors._split import split_trajectories
+from rl_envs_core import EnvBase
 
 #: ``total_frames`` value (and default) meaning "collect until stopped".
 ENDLESS = -1
@@ -40,6 +42,28 @@ IGNORED_OPTIONS = frozenset(
         "worker_idx",
     }
 )
+
+
+def make_env(create_env_fn: EnvBase | EnvFactory, create_env_kwargs: dict | None) -> EnvBase:
+    """The env itself, or what the factory builds.
+
+    Raises:
+        TypeError: the argument is neither an env nor a callable returning one.
+    """
+    if isinstance(create_env_fn, EnvBase):
+        return create_env_fn
+    if not callable(create_env_fn):
+        raise TypeError(
+            f"create_env_fn must be an EnvBase or a callable returning one, got "
+            f"{type(create_env_fn).__name__}."
+        )
+    env = create_env_fn(**(create_env_kwargs or {}))
+    if not isinstance(env, EnvBase):
+        raise TypeError(
+            f"create_env_fn {create_env_fn!r} returned {type(env).__name__}, not an EnvBase. "
+            f"Return an env (e.g. GymEnv('CartPole-v1'))."
+        )
+    return env
 
 
 def env_factories(

@@ -14,9 +14,8 @@ to one list per entry. At the end of a batch every entry is stacked straight int
 its output tensor (``torch.stack(..., out=)`` into preallocated storage when a
 caller hands one in, as the process workers do with their shared-memory batch):
 no per-step tensordict is built by the collector, no tensordict is stacked, and
-the policy sees the running root tensordict itself. Trajectory ids are one
-``[*batch]`` tensor, replaced only when an env finishes.
-"""
+the policy sees the running root tensordict itself. Trajectory ids: one ``[*batch]``
+tensor, replaced only when an env finishes."""
 
 from __future__ import annotations
 
@@ -26,11 +25,13 @@ from typing import Any
 import torch
 from tensordict import NestedKey, TensorDict, TensorDictBase
 
+from rl_batched_envs._stacking import EnvFactory
 from rl_batched_envs.collectors._base import (
     ENDLESS,
     DataCollectorBase,
     check_options,
     check_total_frames,
+    make_env,
     round_frames,
 )
 from rl_batched_envs.collectors._in_place import PolicyOnViews
@@ -45,30 +46,6 @@ from rl_envs_core import EnvBase, ExplorationType, set_exploration_type
 from rl_envs_core.extension import BufferedRollout, any_true, get_entry, set_entry
 
 DEFAULT_EXPLORATION_TYPE = ExplorationType.RANDOM
-
-EnvFactory = Callable[..., EnvBase]
-
-
-def make_env(create_env_fn: EnvBase | EnvFactory, create_env_kwargs: dict | None) -> EnvBase:
-    """The env itself, or what the factory builds.
-
-    Raises:
-        TypeError: the argument is neither an env nor a callable returning one.
-    """
-    if isinstance(create_env_fn, EnvBase):
-        return create_env_fn
-    if not callable(create_env_fn):
-        raise TypeError(
-            f"create_env_fn must be an EnvBase or a callable returning one, got "
-            f"{type(create_env_fn).__name__}."
-        )
-    env = create_env_fn(**(create_env_kwargs or {}))
-    if not isinstance(env, EnvBase):
-        raise TypeError(
-            f"create_env_fn {create_env_fn!r} returned {type(env).__name__}, not an EnvBase. "
-            f"Return an env (e.g. GymEnv('CartPole-v1'))."
-        )
-    return env
 
 
 def _device(value: Any) -> torch.device | None:  # Any: int, str or device

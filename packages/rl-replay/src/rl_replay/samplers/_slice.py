@@ -30,6 +30,7 @@ from rl_replay.samplers._slice_keys import (
     read_entry,
     resolve,
     storage_keys,
+    storage_rows,
 )
 from rl_replay.samplers._trajectories import Segments, TrajectoryIndex
 from rl_replay.samplers._write_queue import WriteQueue
@@ -231,7 +232,7 @@ class SliceSampler(Sampler):
             return
         rows = torch.as_tensor(index, dtype=torch.long).reshape(-1)
         storage = self._storage
-        ring = _rows_of(storage) if storage is not None else None
+        ring = storage_rows(storage) if storage is not None else None
         with self._lock:
             self._queue.push(rows, ring=ring)
             if ring is not None and self._queue.loose >= max(_MIN_QUEUE, 2 * ring):
@@ -594,9 +595,3 @@ def _parse_span(span: Any) -> tuple[bool | int, bool | int]:
         return (span, span)
     left, right = span
     return (left, right)
-
-
-def _rows_of(storage: Any) -> int:
-    """Size of the storage's cursor dim (its capacity along time)."""
-    shape = getattr(storage, "shape", None)
-    return int(shape[0]) if shape is not None and len(shape) else int(storage.max_size)

@@ -114,3 +114,9 @@ def key_to_json(key: NestedKey | None) -> Any:
 def key_from_json(key: Any) -> NestedKey | None:
     """Inverse of :func:`key_to_json`."""
     return tuple(key) if isinstance(key, list) else key
+
+
+def storage_rows(storage: Any) -> int:
+    """Size of the storage's cursor dim (its capacity along time)."""
+    shape = getattr(storage, "shape", None)
+    return int(shape[0]) if shape is not None and len(shape) else int(storage.max_size)
