@@ -18,7 +18,7 @@ from tensordict import NestedKey, TensorDict, TensorDictBase
 
 from rl_batched_envs._buffered import GroupFill
 from rl_envs_core import EnvBase, EnvMetaData
-from rl_envs_core.extension import get_entry, key_layout, new_unchecked, next_of
+from rl_envs_core.extension import entries, get_entry, key_layout, new_unchecked, next_of
 
 Pairs = list[tuple[NestedKey, torch.Tensor]]
 
@@ -75,6 +75,8 @@ class EnvGroup:
 
     def __init__(self, envs: Sequence[EnvBase], *, offset: int, owner: str) -> None:
         self.envs = list(envs)
+        # each env's documented next_of, bound once (one call less per sub-env step)
+        self.next_of = [env.next_of for env in self.envs]
         self.offset = offset
         self.owner = owner
         self.buffered = False
@@ -196,7 +198,7 @@ class EnvGroup:
         outs = []
         for j in self._active(active):
             try:
-                nxt = next_of(envs[j], make_input(j, partial))
+                nxt = self.next_of[j](make_input(j, partial))
                 outs.append(nxt)
                 if columns is not None and not _gather(nxt, keys, shapes, columns):
                     columns = None
@@ -348,8 +350,9 @@ def _gather(
 ) -> bool:
     """Append ``data``'s entry of each key to its column; ``False`` if one is missing or
     is not a tensor of its ``shapes`` entry (the columns are then left partly filled)."""
+    top = entries(data)  # one mapping for the top-level keys (a plain dict read each)
     for key, shape, column in zip(keys, shapes, columns):
-        src = get_entry(data, key)
+        src = top.get(key) if type(key) is str else get_entry(data, key)
         if not isinstance(src, torch.Tensor) or src.shape != shape:
             return False
         column.append(src)

@@ -244,7 +244,7 @@ class GymWrapper(GymLikeEnv):
             terminated, truncated = done, False
         if self._batched:
             return self._batched_outputs(obs, reward, terminated, truncated, info)
-        source = self.read_obs(obs)
+        source = self._read_obs(obs)  # what read_obs does, one call less per step
         (
             source["reward"],
             source["terminated"],
@@ -254,7 +254,7 @@ class GymWrapper(GymLikeEnv):
         return source
 
     def _build_output(self, source: dict[str, Any]) -> TensorDictBase:
-        return self._output_builder(source, self.batch_size, self.device)
+        return self._output_builder(source, self._batch_size, self._device)
 
     def _batched_outputs(
         self,
