@@ -391,3 +391,14 @@ def test_per_worker_lists_of_the_wrong_length_raise_value_and_runtime_error(buil
     with pytest.raises(ValueError, match=r"and num_workers mismatch") as info:
         build()
     assert isinstance(info.value, RuntimeError)
+
+
+@pytest.mark.parametrize("cls", [SerialEnv, ParallelEnv])
+def test_a_partial_reset_without_buffers_leaves_earlier_steps_untouched(cls):
+    # env 0 ends every 2 steps, env 1 every 50: the partial resets must not rewrite
+    # the root data the rollout recorded for env 1 before them
+    makers = [partial(CountingEnv, max_steps=2), partial(CountingEnv, max_steps=50)]
+    with cls(2, makers, use_buffers=False, share_individual_td=True) as env:
+        data = env.rollout(6, break_when_any_done=False)
+    assert data[1]["observation"].flatten().tolist() == [0, 1, 2, 3, 4, 5]
+    assert data[0]["observation"].flatten().tolist() == [0, 1, 0, 1, 0, 1]

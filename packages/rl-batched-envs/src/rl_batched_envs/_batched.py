@@ -425,7 +425,9 @@ class BatchedEnvBase(EnvBase):
                 inputs.append(tensordict[i].select(*found) if found else None)
             for i, out in self._pickled("reset", envs, inputs, ((), kwargs)).items():
                 self._last_root[i] = out
-            return self._stack(self._last_root)
+            # new containers each call: the caller may write into this output, and a
+            # rollout keeps the tensordicts of earlier calls (a lazy stack holds them)
+            return self._stack([td.copy() for td in self._last_root])
         for key in found:
             buf, mask = self._mask_buf.get(key), tensordict.get(key)
             if mask.shape != buf.shape:
