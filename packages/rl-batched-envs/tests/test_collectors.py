@@ -414,3 +414,13 @@ class TestSyncDataCollectorOnCuda:
         assert batch["next", "observation"].device.type == "cuda"
         assert batch["collector", "traj_ids"].device.type == "cuda"
         assert (batch.cpu() == self.collect()).all()
+
+
+def test_a_plain_policy_returning_more_values_than_action_keys_gets_a_clear_error():
+    def two_values(observation):
+        return observation.long(), observation
+
+    collector = SyncDataCollector(CountingEnv(), two_values, frames_per_batch=4, total_frames=4)
+    with pytest.raises(ValueError, match=r"returned 2 value\(s\) but the env has 1 action key"):
+        next(iter(collector))
+    collector.shutdown()

@@ -26,7 +26,7 @@ from tensordict import NestedKey, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 
 from rl_batched_envs._td import bare_module
-from rl_batched_envs.collectors._policy import _signature_names
+from rl_batched_envs.collectors._policy import _signature_names, action_values
 from rl_envs_core import EnvBase
 from rl_envs_core.extension import StepByStep, new_unchecked
 
@@ -179,6 +179,7 @@ class PolicyOnViews:
         ins = [(key, batch.get(key)) for key in self.inputs]
         outs = [(key, batch.get(key)) for key in self.outputs]
         policy, size, step = self.policy, self.env.batch_size, run.step
+        out_keys = [key for key, _ in outs]
         module = self._bare_module()
         if module is not None:
             # a plain TensorDictModule: its module on the inputs, outputs by out_keys
@@ -201,14 +202,7 @@ class PolicyOnViews:
                 step(t)
             return
         for t in range(steps):
-            result = policy(*[at(v, t) for _, v in ins])
-            values = result if isinstance(result, (tuple, list)) else (result,)
-            if len(values) != len(outs):
-                raise ValueError(
-                    f"The policy {policy!r} returned {len(values)} value(s) but the env has "
-                    f"{len(outs)} action key(s) {[k for k, _ in outs]}. Return one tensor per "
-                    f"action key, in that order."
-                )
+            values = action_values(policy, policy(*[at(v, t) for _, v in ins]), out_keys)
             for (key, dst), value in zip(outs, values):
                 _write(key, value, dst.select(dim, t), policy)
             step(t)

@@ -61,14 +61,9 @@ def as_td_policy(env: EnvBase, policy: Callable) -> tuple[Policy, bool]:
     action_keys = list(env.action_keys)
 
     def run(td: TensorDictBase) -> TensorDictBase:
-        out = policy(*[get_entry(td, name) for name in names])
-        values = out if isinstance(out, (tuple, list)) else (out,)
-        if len(values) != len(action_keys):
-            raise ValueError(
-                f"The policy {policy!r} returned {len(values)} value(s) but the env has "
-                f"{len(action_keys)} action key(s) {action_keys}. Return one tensor per "
-                f"action key, in that order."
-            )
+        values = action_values(
+            policy, policy(*[get_entry(td, name) for name in names]), action_keys
+        )
         for key, value in zip(action_keys, values):
             set_entry(td, key, value)
         return td
@@ -145,3 +140,19 @@ class RandomDraws:
         """Write step ``t``'s actions into ``td`` (views of the batch of draws)."""
         for (key, _), rows in zip(self.leaves, self.rows):
             set_entry(td, key, rows[t])
+
+
+def action_values(policy: Callable, out: Any, action_keys: list) -> tuple | list:  # Any: output
+    """A plain policy's result as one value per action key.
+
+    Raises:
+        ValueError: the policy returned another number of values than there are action keys.
+    """
+    values = out if isinstance(out, (tuple, list)) else (out,)
+    if len(values) != len(action_keys):
+        raise ValueError(
+            f"The policy {policy!r} returned {len(values)} value(s) but the env has "
+            f"{len(action_keys)} action key(s) {action_keys}. Return one tensor per "
+            f"action key, in that order."
+        )
+    return values

@@ -436,13 +436,7 @@ class SyncDataCollector(DataCollectorBase):
         if following is None:
             return None
         self._carry = following
-        if self.track_traj_ids:
-            ids = self._ids_of(batch.get(("next", "done")))
-            if out is not None:
-                out.get(TRAJ_KEY).copy_(ids)
-            else:
-                batch.set(TRAJ_KEY, ids)
-        return batch
+        return self._with_ids(batch, out)
 
     def _policy_batch(
         self, carry: TensorDictBase, out: TensorDictBase | None
@@ -485,6 +479,10 @@ class SyncDataCollector(DataCollectorBase):
         with set_exploration_type(self.exploration_type):
             plan.collect(run, batch, steps)
         self._carry = run.following(carry.device)
+        return self._with_ids(batch, out)
+
+    def _with_ids(self, batch: TensorDictBase, out: TensorDictBase | None) -> TensorDictBase:
+        """``batch`` with its trajectory ids (written into ``out``'s when it is the batch)."""
         if self.track_traj_ids:
             ids = self._ids_of(batch.get(("next", "done")))
             if out is not None:
