@@ -76,6 +76,7 @@ class TestRunChunks:
         def fail_here(chunk):
             if os.getpid() == parent:
                 raise KeyError("here")
+            time.sleep(0.01)  # slow workers: the calling process surely claims a chunk
             return [chunk, 0]
 
         with pytest.raises(KeyError, match="here"):
