@@ -74,7 +74,7 @@ class _Subclass(TensorDictModule):
 
 def test_a_plain_tensordict_module_is_called_through_its_module_alone():
     plain = TensorDictModule(_action, in_keys=["observation"], out_keys=["action"])
-    assert PolicyOnViews(CountingEnv(), plain, CARRIED)._bare_module() is _action
+    assert PolicyOnViews(CountingEnv(), plain, CARRIED).module is _action
     keyword = TensorDictModule(
         lambda observation: _action(observation),
         in_keys={"observation": "observation"},
@@ -84,4 +84,4 @@ def test_a_plain_tensordict_module_is_called_through_its_module_alone():
     hooked.register_forward_hook(lambda module, args, out: out)
     subclass = _Subclass(_action, in_keys=["observation"], out_keys=["action"])
     for policy in (keyword, hooked, subclass):  # the wrapper does more: it is called
-        assert PolicyOnViews(CountingEnv(), policy, CARRIED)._bare_module() is None
+        assert PolicyOnViews(CountingEnv(), policy, CARRIED).module is None

@@ -77,16 +77,9 @@ class GroupFill:
 
     def fill(self, reset_last: bool = True) -> tuple | None:
         """Run every prepared stepper; the resets they made, with batch indices."""
-        parts = []
-        for j, stepper in enumerate(self.steppers):
-            resets = stepper.fill(reset_last)
-            if resets is not None:
-                steps, _, values = resets
-                steps = torch.as_tensor(steps, dtype=torch.long)
-                envs = torch.full_like(steps, self.offset + j)
-                parts.append((steps, envs, values))
+        resets = self._in_batch([stepper.fill(reset_last) for stepper in self.steppers])
         self.steppers = []
-        return merge_resets(parts)
+        return resets
 
     def stepwise(self) -> bool:
         """Whether every prepared stepper has the per-step mode (a ``step(t)`` method)."""
@@ -96,9 +89,12 @@ class GroupFill:
 
     def step(self, t: int) -> tuple | None:
         """Step every sub-env once (the per-step mode); the resets made, with batch indices."""
+        return self._in_batch([stepper.step(t) for stepper in self.steppers])
+
+    def _in_batch(self, per_env: list[tuple | None]) -> tuple | None:
+        """Each sub-env's resets (``None``: none), merged and labelled with batch indices."""
         parts = []
-        for j, stepper in enumerate(self.steppers):
-            resets = stepper.step(t)
+        for j, resets in enumerate(per_env):
             if resets is not None:
                 steps, _, values = resets
                 steps = torch.as_tensor(steps, dtype=torch.long)

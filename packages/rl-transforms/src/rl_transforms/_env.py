@@ -193,6 +193,9 @@ class TransformedEnv(EnvBase):
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         transform = self.__dict__["_t"]
         state = tensordict
+        # an inverse that plays sub-steps (MultiAction) hands on a later state, which the
+        # next data then follows; it is not copied back into the recorded root
+        plays = not self.__dict__["_keeps_inv_state"]
         if self.__dict__["_has_inv"]:
             # a shallow copy keeps the caller's data free of inverse-transformed entries
             state = transform._inv_call(
@@ -200,9 +203,8 @@ class TransformedEnv(EnvBase):
             )
             # inverse-transformed entries the specs list as state (say the float action
             # an ActionDiscretizer computed) are kept in the data, as TorchRL records them;
-            # an inverse that reshapes the batch (BatchSizeTransform) keeps its own layout,
-            # and one that plays sub-steps (MultiAction) hands on a later state
-            keep = self.__dict__["_keeps_inv_state"] and state.batch_size == tensordict.batch_size
+            # an inverse that reshapes the batch (BatchSizeTransform) keeps its own layout
+            keep = not plays and state.batch_size == tensordict.batch_size
             written = self.__dict__["_policy_written"]
             for key in key_layout(self)["state_keys"] if keep else ():
                 if as_tuple(key) in written:
@@ -220,10 +222,7 @@ class TransformedEnv(EnvBase):
             next_tensordict = base.next_of(state)
         else:
             next_tensordict = read(base.step(state), "next")
-        if not self.__dict__["_keeps_inv_state"]:
-            # after played sub-steps, the next data follows the last sub-step's state
-            return transform._step(state, next_tensordict)
-        return transform._step(tensordict, next_tensordict)
+        return transform._step(state if plays else tensordict, next_tensordict)
 
     def _skipped_step(self, tensordict: TensorDictBase) -> TensorDictBase:
         """The next data of a skipped step: the current entries, zeros for the others."""

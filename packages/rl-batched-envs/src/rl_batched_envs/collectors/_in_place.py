@@ -64,6 +64,7 @@ class PolicyOnViews:
         self.inputs: list[str] = []
         self.outputs: list[NestedKey] = []
         self.layout: dict[NestedKey, tuple[torch.Size, torch.dtype]] | None = None
+        self.module: Callable | None = None  # a plain TensorDictModule's own module
         self.module_out_keys: list[NestedKey] = []
         if isinstance(policy, TensorDictModuleBase):
             ins = [_flat(k) for k in getattr(policy, "in_keys", ())]
@@ -71,6 +72,13 @@ class PolicyOnViews:
             if ins and set(ins) <= set(self.carried) and self._writable(outs):
                 self.kind, self.inputs = "module", list(dict.fromkeys(ins))
                 self.outputs = list(dict.fromkeys([*self.action_keys, *outs]))
+                module = bare_module(policy)  # None unless a plain TensorDictModule
+                if (
+                    module is not None
+                    and set(self.outputs) <= set(outs)
+                    and policy.out_keys_source == policy.out_keys
+                ):  # its module alone computes every output: called without the wrapper
+                    self.module, self.module_out_keys = module, outs
         else:
             names = _signature_names(policy)
             if (
@@ -79,21 +87,6 @@ class PolicyOnViews:
                 and set(names) <= {k for k in env.observation_keys if isinstance(k, str)}
             ):
                 self.kind, self.inputs, self.outputs = "plain", names, list(self.action_keys)
-
-    def _bare_module(self) -> Callable | None:
-        """The module of a plain ``TensorDictModule`` whose outputs are all in the batch."""
-        if self.kind != "module":
-            return None
-        module = bare_module(self.policy)
-        if module is None:
-            return None
-        out_keys = [_flat(k) for k in self.policy.out_keys]
-        if self.policy.out_keys_source != self.policy.out_keys or not set(self.outputs) <= set(
-            out_keys
-        ):
-            return None
-        self.module_out_keys = out_keys
-        return module
 
     def _writable(self, outs: list[NestedKey]) -> bool:
         for key in outs:
@@ -180,7 +173,7 @@ class PolicyOnViews:
         outs = [(key, batch.get(key)) for key in self.outputs]
         policy, size, step = self.policy, self.env.batch_size, run.step
         out_keys = [key for key, _ in outs]
-        module = self._bare_module()
+        module = self.module if self.kind == "module" else None
         if module is not None:
             # a plain TensorDictModule: its module on the inputs, outputs by out_keys
             # (what its call computes, without building a tensordict per step)
