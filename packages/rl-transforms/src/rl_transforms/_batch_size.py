@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -49,7 +50,6 @@ def _reshape(
     if type(data) is not TensorDict:
         return data.reshape(shape)
     memo = {} if memo is None else memo
-    dims = data.batch_dims
     out = {}
     for key, value in entries(data).items():
         if known is not None:
@@ -57,14 +57,15 @@ def _reshape(
             if pair is not None and pair[0] is value:
                 out[key] = pair[1]
                 continue
-        if isinstance(value, torch.Tensor):
-            target = memo.get(value.shape)
-            if target is None:
-                target = memo[value.shape] = (*shape, *value.shape[dims:])
+        if type(value) is torch.Tensor or isinstance(value, torch.Tensor):
+            old = value.shape
+            target = memo.get(old)
+            if target is None:  # the batch dims are read once per entry shape
+                target = memo[old] = (*shape, *old[data.batch_dims :])
             new = out[key] = value.reshape(*target)
             if record is not None:
                 record[key] = (new, value)
-        elif type(value) is TensorDict and value.batch_dims == dims:
+        elif type(value) is TensorDict and value.batch_dims == data.batch_dims:
             out[key] = _reshape(value, shape, memo)
         else:  # non-tensor data, lazy stacks, more batch dims below: the generic path
             return data.reshape(shape)
@@ -87,6 +88,15 @@ def _as_batch(data: TensorDictBase, shape: torch.Size, what: str) -> TensorDictB
             f"expansion (the current batch size must broadcast to the new one). Pass a "
             f"batch_size that the env's batch size expands or reshapes to."
         ) from err
+
+
+class _Reshaping(NamedTuple):
+    """How a reshaped env maps batches: both batch sizes and one shape memo per direction."""
+
+    inner: torch.Size  # the parent env's batch size
+    outer: torch.Size  # the transformed env's
+    memo_out: dict[torch.Size, tuple[int, ...]]  # step outputs, inner -> outer
+    memo_in: dict[torch.Size, tuple[int, ...]]  # step inputs, outer -> inner
 
 
 class BatchSizeTransform(Transform):
@@ -217,8 +227,8 @@ class BatchSizeTransform(Transform):
             memo = self._lazy["memo_out"] = {}
         return _reshape(data, shape, memo, record=record)
 
-    def _reshaping(self) -> tuple[torch.Size, torch.Size] | None:
-        """(parent batch size, new batch size) when the env is reshaped, else ``None``."""
+    def _reshaping(self) -> _Reshaping | None:
+        """The reshape plan when the env is reshaped (same element count), else ``None``."""
         lazy = self._lazy
         if "reshaping" not in lazy:
             shapes = lazy.get("shapes")
@@ -226,18 +236,20 @@ class BatchSizeTransform(Transform):
                 return None  # the specs did not go through yet: nothing to cache
             inner, outer = shapes
             same_count = inner != outer and inner.numel() == outer.numel()
-            lazy["reshaping"] = shapes if same_count else None
+            memo_out = lazy.setdefault("memo_out", {})
+            memo_in = lazy.setdefault("memo_in", {})
+            lazy["reshaping"] = _Reshaping(inner, outer, memo_out, memo_in) if same_count else None
         return lazy["reshaping"]
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        reshaping = self._reshaping()
-        if reshaping is None or next_tensordict.batch_size != reshaping[0]:
+        plan = self._lazy.get("reshaping") or self._reshaping()  # read once per step
+        if plan is None or next_tensordict.batch_size != plan.inner:
             self.__dict__["_sources"] = None
             return self._call(next_tensordict)
         # remember which base-env tensor each reshaped entry views: the next step's
         # input holds these entries, and the inverse hands the base env its own tensors
         record: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-        out = self._reshape_out(next_tensordict, reshaping[1], record)
+        out = _reshape(next_tensordict, plan.outer, plan.memo_out, record=record)
         self.__dict__["_sources"] = record
         return out
 
@@ -246,16 +258,14 @@ class BatchSizeTransform(Transform):
         return self._call(tensordict)
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
-        if self._lazy.get("shapes") is None and self.parent is None:
-            return tensordict  # out of an env (a replay buffer): no env batch size to go back to
-        self._shapes()
-        reshaping = self._reshaping()
-        if reshaping is not None and tensordict.batch_size == reshaping[1]:
-            inner = reshaping[0]
-            memo = self._lazy.get("memo_in")
-            if memo is None:
-                memo = self._lazy["memo_in"] = {}
-            return _reshape(tensordict, inner, memo, known=self.__dict__.get("_sources"))
+        plan = self._lazy.get("reshaping")
+        if plan is None:
+            if self._lazy.get("shapes") is None and self.parent is None:
+                return tensordict  # out of an env (a replay buffer): no env batch size to go back to
+            self._shapes()
+            plan = self._reshaping()
+        if plan is not None and tensordict.batch_size == plan.outer:
+            return _reshape(tensordict, plan.inner, plan.memo_in, known=self.__dict__["_sources"])
         return tensordict  # an env that is not batch-locked steps the new batch as it is
 
     def _has_inverse(self) -> bool:
@@ -292,7 +302,8 @@ class BatchSizeTransform(Transform):
         inner = spec.shape
         outer = self.transform_env_batch_size(inner)
         self._lazy["shapes"] = (inner, outer)
-        self._lazy.pop("reshaping", None)
+        for cached in ("reshaping", "memo_out", "memo_in"):  # the memos map to the old shapes
+            self._lazy.pop(cached, None)
         return outer
 
     def _resize(self, spec: Composite, outer: torch.Size) -> Composite:

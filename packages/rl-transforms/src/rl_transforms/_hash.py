@@ -120,17 +120,11 @@ class Hash(UnaryTransform):
         return torch.frombuffer(bytearray(digest), dtype=torch.uint8)
 
     def _apply_transform(self, obs: Any) -> Any:  # Any: a tensor or non-tensor data
-        if (
-            not self.use_raw_nontensor
-            and hasattr(obs, "tolist")
-            and not isinstance(obs, torch.Tensor)
-        ):
+        if isinstance(obs, torch.Tensor):  # first: a tensor's .data property builds a new alias
+            return self.fn(obs)
+        if not self.use_raw_nontensor and hasattr(obs, "tolist"):
             obs = obs.tolist()  # a NonTensorStack: its python values
-        elif (
-            not self.use_raw_nontensor
-            and hasattr(obs, "data")
-            and not isinstance(obs, torch.Tensor)
-        ):
+        elif not self.use_raw_nontensor and hasattr(obs, "data"):
             obs = obs.data
         return self.fn(obs)
 
