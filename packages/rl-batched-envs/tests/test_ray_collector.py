@@ -143,6 +143,35 @@ class TestRayCollector:
             RayCollector(CountingEnv, **kwargs)
 
 
+def _broken_env():
+    raise ValueError("no such level: 'ghost'")
+
+
+class TestAConstructorThatFailsOnTheWorker:
+    """An actor whose collector cannot be built is reported as such, and not restarted."""
+
+    def test_the_factory_error_reaches_the_driver_at_once(self):
+        import time
+
+        start = time.monotonic()
+        with pytest.raises(RuntimeError, match="failed while it was built") as info:
+            RayCollector(_broken_env, frames_per_batch=4, max_restarts=3)
+        assert "no such level: 'ghost'" in str(info.value)
+        assert "OOM" not in str(info.value)  # it is no crash of the worker process
+        assert time.monotonic() - start < 20  # no wait for restarts that would fail too
+
+    def test_a_module_the_workers_cannot_import_names_the_fix(self, tmp_path, monkeypatch):
+        (tmp_path / "driver_only_envs.py").write_text(
+            "from rl_envs_core.testing import CountingEnv\n\ndef make():\n    return CountingEnv()\n"
+        )
+        monkeypatch.syspath_prepend(str(tmp_path))  # the driver sees it; Ray's workers do not
+        import driver_only_envs
+
+        with pytest.raises(RuntimeError, match="No module named 'driver_only_envs'") as info:
+            RayCollector(driver_only_envs.make, frames_per_batch=4)
+        assert "runtime_env" in str(info.value)
+
+
 def test_more_cpus_than_the_cluster_has_is_refused_at_once():
     with pytest.raises(ValueError, match="CPU"):
         RayCollector(CountingEnv, num_collectors=3, frames_per_batch=4)

@@ -282,6 +282,16 @@ class RayCollector(DataCollectorBase):
     def _revive(self, index: int, err: BaseException | None) -> None:
         """Wait for Ray to restart actor ``index``, then bring it up to date."""
         ray = _import_ray(type(self).__name__)
+        if getattr(err, "actor_init_failed", False):
+            # its constructor raised: a restart would raise again, and the death is no crash
+            raise RuntimeError(
+                f"{type(self).__name__} collector {index} failed while it was built on its "
+                f"Ray worker (the env factory, the policy or the collector arguments). Ray "
+                f"reported:\n{err}\nA 'No module named ...' error there means the module "
+                f"defining create_env_fn or the policy is not importable on the workers: "
+                f"install it there, or give Ray a runtime_env with it (py_modules or "
+                f"working_dir, in ray.init or in ray_init_config)."
+            ) from err
         if self.max_restarts == 0 or (
             self.max_restarts > 0 and self._restarts[index] >= self.max_restarts
         ):
