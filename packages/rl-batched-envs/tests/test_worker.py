@@ -159,3 +159,53 @@ class TestErrorTransport:
     def test_worker_died_error_describes_exit(self, code, text):
         err = WorkerDiedError("ParallelEnv", 2, code, "reset")
         assert text in str(err) and "worker 2" in str(err) and "'reset'" in str(err)
+
+
+def _gone(pid: int) -> bool:
+    """The process ended (a zombie left for whoever adopted it counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+_ABRUPT_PARENT = """
+import multiprocessing, os, sys
+from rl_envs_core.testing import CountingEnv
+from rl_batched_envs import MultiSyncDataCollector, ParallelEnv
+if sys.argv[1] == "env":
+    env = ParallelEnv(2, CountingEnv, mp_start_method="fork")
+    env.rollout(2)
+else:
+    collector = MultiSyncDataCollector([CountingEnv, CountingEnv], frames_per_batch=4, total_frames=-1)
+    next(iter(collector))
+print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+os._exit(0)  # no close(), no atexit: as if the parent were killed
+"""
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads process states from /proc")
+@pytest.mark.parametrize("what", ["env", "collector"])
+def test_workers_end_when_their_parent_dies_without_closing(what):
+    import subprocess
+    import sys
+
+    # Popen and one line: a worker that outlives the parent keeps the stdout pipe open
+    with subprocess.Popen(
+        [sys.executable, "-c", _ABRUPT_PARENT, what],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    ) as parent:
+        line = parent.stdout.readline()
+        assert parent.wait(timeout=120) == 0
+    pids = [int(p) for p in line.split()]
+    assert len(pids) == 2
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and not all(_gone(p) for p in pids):
+        time.sleep(0.1)
+    left = [p for p in pids if not _gone(p)]
+    for pid in left:  # leave no process behind, even when failing
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"workers {left} outlived their parent"

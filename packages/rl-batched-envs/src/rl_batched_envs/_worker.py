@@ -59,7 +59,7 @@ def worker_main(
     """Run one worker: build the envs, report their metadata, serve commands."""
     gc.freeze()  # objects inherited by fork: never scanned, so never copied on write
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for other in inherited:  # pipe ends of earlier workers copied by fork
+    for other in inherited:  # parent-side pipe ends copied by fork (its own included)
         other.close()
     torch.set_num_threads(num_threads)
     try:
@@ -213,7 +213,8 @@ class WorkerPool:
         """Start one more worker process running ``target(index, child_conn, *args)``.
 
         ``make_args(inherited)`` builds the other arguments; ``inherited`` lists the
-        connections of the workers already started, which a forked child closes.
+        parent-side connections (of the workers already started and of this one), which
+        a forked child closes.
 
         Raises:
             TypeError: if the process cannot start (``what`` names what must be picklable);
@@ -222,7 +223,9 @@ class WorkerPool:
         index = len(self.conns)
         ctx = mp.get_context(self.start_method)
         parent, child = ctx.Pipe()
-        inherited = list(self.conns) if self.start_method == "fork" else []
+        # a forked child gets copies of every pipe end the parent holds, its own parent
+        # end included: it closes them, so that the parent's death reads as EOF there
+        inherited = [*self.conns, parent] if self.start_method == "fork" else []
         proc = ctx.Process(
             target=target,
             args=(index, child, *make_args(inherited)),
