@@ -209,3 +209,40 @@ def test_workers_end_when_their_parent_dies_without_closing(what):
     for pid in left:  # leave no process behind, even when failing
         os.kill(pid, signal.SIGKILL)
     assert not left, f"workers {left} outlived their parent"
+
+
+class _SlowCountingEnv(CountingEnv):
+    """A counting env whose steps take long enough to be interrupted."""
+
+    def _step(self, tensordict):
+        time.sleep(0.6)
+        return super()._step(tensordict)
+
+
+class _Interrupted(Exception):
+    pass
+
+
+def _raise_interrupted(signum, frame):
+    raise _Interrupted
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="needs POSIX signals")
+def test_a_step_interrupted_in_the_parent_does_not_shift_later_replies():
+    # Ctrl-C in a notebook: the parent stops waiting, the workers finish the step anyway.
+    # The next step must wait for that stale reply and read its own data, not the
+    # buffers of a step still being written.
+    env = ParallelEnv(2, _SlowCountingEnv)
+    previous = signal.signal(signal.SIGUSR1, _raise_interrupted)
+    try:
+        td = env.rand_action(env.reset())
+        first = env.step(td.clone())["next", "observation"]
+        threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+        with pytest.raises(_Interrupted):
+            env.step(td.clone())
+        after = [env.step(td.clone())["next", "observation"] for _ in range(2)]
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+        env.close()
+    assert (after[0] == first + 2).all()  # the interrupted step ran in the workers
+    assert (after[1] == after[0] + 1).all()

@@ -182,6 +182,9 @@ class WorkerPool:
         self._poller = None
         self.processes: list = []
         self.conns: list[connection.Connection] = []
+        # replies each worker still owes: a receive cut short (Ctrl-C in the middle of
+        # a step) leaves one unread, and the next command must not take it for its own
+        self.owed: list[int] = []
         self._closing = (float(shutdown_timeout), bool(close_one_at_a_time))
         self._finalizer = weakref.finalize(
             self, _shutdown, self.processes, self.conns, True, *self._closing
@@ -246,6 +249,7 @@ class WorkerPool:
         child.close()
         self.processes.append(proc)
         self.conns.append(parent)
+        self.owed.append(1)  # a worker reports once started
 
     @property
     def num_workers(self) -> int:
@@ -264,12 +268,24 @@ class WorkerPool:
     # ------------------------------------------------------------------ messaging
     def send(self, workers: Sequence[int], payload: bytes, command: str) -> None:
         """Send ``payload`` to each of ``workers``."""
-        conns = self.conns
+        conns, owed = self.conns, self.owed
         for w in workers:
+            if owed[w]:
+                self._settle(w, command)
             try:
                 conns[w].send_bytes(payload)
             except OSError:
                 self._died(w, command)
+            owed[w] += 1
+
+    def _settle(self, worker: int, command: str) -> None:
+        """Read and drop the replies ``worker`` owes for commands whose wait was cut short.
+
+        They answer commands the caller gave up on (a ``KeyboardInterrupt`` during a
+        step, say): the worker finished them, their data was overwritten or never read.
+        """
+        while self.owed[worker]:
+            self.recv_outcomes([worker], command, 1)
 
     def call(self, workers: Sequence[int], name: str, *args: Any) -> list[Any]:  # Any: results
         """Run ``EnvGroup.<name>(*args)`` in ``workers``; return their results in order."""
@@ -351,6 +367,7 @@ class WorkerPool:
                     msg = conn.recv_bytes()
                 except (EOFError, OSError):
                     self._died(w, command)
+                self.owed[w] -= 1
                 if msg[:1] == ERR:
                     replies[w] = decode_exception(msg[1:], self.owner, w, command)
                 else:
@@ -404,3 +421,4 @@ class WorkerPool:
         self._finalizer.detach()
         self._poller = None
         _shutdown(self.processes, self.conns, graceful, *self._closing)
+        self.owed.clear()
