@@ -471,3 +471,66 @@ class TestVC1Transform:
     def test_unknown_model_raises(self):
         with pytest.raises(ValueError, match=r"model_name in"):
             VC1Transform(["pixels"], ["v"], "huge")
+
+
+class _RawServer:
+    """One-connection-at-a-time TCP server on 127.0.0.1 answering with ``reply(conn)``."""
+
+    def __init__(self, reply):
+        import socket
+
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.reply = reply
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        self.sock.settimeout(0.2)
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(65536)  # the request
+                self.reply(conn, self.stop)
+
+    def url(self, name):
+        return f"http://127.0.0.1:{self.sock.getsockname()[1]}/{name}"
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.sock.close()
+
+
+def _stall(conn, stop):
+    stop.wait(30)  # says nothing until the test ends
+
+
+def _truncate(conn, stop):
+    conn.sendall(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\nConnection: close\r\n\r\n" + b"x" * 10
+    )
+
+
+@pytest.mark.parametrize(
+    "reply, match", [(_stall, r"(?i)timed out"), (_truncate, r"10 of 1000 bytes")]
+)
+def test_a_stalled_or_cut_download_fails_and_leaves_no_file(reply, match, tmp_path, monkeypatch):
+    import time
+
+    server = _RawServer(reply)
+    monkeypatch.setenv(_weights.TIMEOUT_ENV, "1")
+    monkeypatch.setitem(
+        _weights.WEIGHT_URLS, "r3m_18", (server.url("r3m_18.pt"), "r3m_18.pt", "r3m")
+    )
+    start = time.monotonic()
+    try:
+        with pytest.raises(RuntimeError, match=match):
+            R3MTransform("resnet18", download=True, download_path=tmp_path)
+    finally:
+        server.close()
+    assert time.monotonic() - start < 15
+    assert list(tmp_path.iterdir()) == []  # neither a checkpoint nor a .part is left
