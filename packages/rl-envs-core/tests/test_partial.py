@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tensordict import LazyStackedTensorDict, TensorDict
+from tensordict import LazyStackedTensorDict, NonTensorData, NonTensorStack, TensorDict
 
 from rl_envs_core import EnvBase
 from rl_envs_core._partial import merge_masked
 from rl_envs_core.testing import CountingEnv
-from rl_specs import Categorical, Composite, Unbounded
+from rl_specs import Categorical, Composite, NonTensor, Unbounded
 
 
 def _done(shape):
@@ -322,3 +322,64 @@ class TestMergeMasked:
         new = TensorDict({"sub": TensorDict({"b": torch.ones(3, 1)}, [3])}, [3])
         with pytest.raises(ValueError, match=r"\('sub', 'b'\)"):
             merge_masked(new, None, {(): torch.ones(2, dtype=torch.bool)}, zeros_when_missing=True)
+
+    @pytest.mark.parametrize("kind", ["plain", "lazy"])
+    def test_text_entries_keep_their_previous_value_where_masked_out(self, kind):
+        # strings (non-tensor data) follow the mask like tensors: a skipped element
+        # keeps the text it had, not what the step produced for it (an example string)
+        new = TensorDict({"a": torch.ones(3)}, [3])
+        new.set("text", NonTensorStack.from_list(["new 0", "new 1", "new 2"]))
+        new["sub"] = self._nested(kind, torch.ones(3, 1))
+        new["sub"].set("text", NonTensorStack.from_list(["s0", "s1", "s2"]))
+        old = TensorDict({"a": torch.zeros(3)}, [3])
+        old.set("text", NonTensorStack.from_list(["old 0", "old 1", "old 2"]))
+        old["sub"] = self._nested(kind, torch.zeros(3, 1))
+        old["sub"].set("text", NonTensorData("same", batch_size=[3]))
+        out = merge_masked(new, old, {(): torch.tensor([True, False, True])}, zeros_when_missing=True)
+        assert out["text"] == ["new 0", "old 1", "new 2"]
+        assert out["sub", "text"] == ["s0", "same", "s2"]
+
+    def test_text_without_previous_value_is_kept_as_computed(self):
+        new = TensorDict({"a": torch.ones(2)}, [2])
+        new.set("text", NonTensorStack.from_list(["x", "y"]))
+        out = merge_masked(new, TensorDict({}, [2]), {(): torch.tensor([False, True])}, zeros_when_missing=True)
+        assert out["text"] == ["x", "y"]
+
+
+class _TextEnv(EnvBase):
+    """Batch-locked [2] env whose observation comes with its text."""
+
+    def __init__(self):
+        super().__init__(batch_size=[2])
+        self.observation_spec = Composite(
+            count=Unbounded(shape=(2, 1), dtype=torch.int64),
+            text=NonTensor(shape=(2,), example_data="example"),
+            shape=(2,),
+        )
+        self.action_spec = Unbounded(shape=(2, 1))
+        self.reward_spec = Unbounded(shape=(2, 1))
+
+    def _out(self, count):
+        out = TensorDict({"count": count, "done": torch.zeros(2, 1, dtype=torch.bool)}, [2])
+        out.set("text", NonTensorStack.from_list([f"at {int(c)}" for c in count.flatten()]))
+        return out
+
+    def _reset(self, tensordict=None, **kwargs):
+        return self._out(torch.zeros(2, 1, dtype=torch.int64))
+
+    def _step(self, tensordict):
+        out = self._out(tensordict["count"] + 1)
+        out["reward"] = torch.zeros(2, 1)
+        return out
+
+    def _set_seed(self, seed):
+        pass
+
+
+def test_a_partial_step_keeps_the_text_of_the_skipped_elements():
+    env = _TextEnv()
+    td = env.rand_action(env.reset())
+    td["_step"] = torch.tensor([True, False])
+    nxt = env.step(td)["next"]
+    assert nxt["count"].flatten().tolist() == [1, 0]
+    assert nxt["text"] == ["at 1", "at 0"]  # the skipped element's text is its previous one

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import torch
-from tensordict import NestedKey, TensorDict, TensorDictBase
+from tensordict import NestedKey, NonTensorData, NonTensorStack, TensorDict, TensorDictBase
 from tensordict.utils import is_non_tensor
 
 from rl_envs_core._step_mdp import as_tuple
@@ -73,11 +73,15 @@ def merge_masked(
         plain: list[tuple[TensorDict, str, torch.Tensor]] = []
         if _plain_updates(new, previous, root, fitted, zeros_when_missing, (), plain):
             for td, key, value in plain:  # same shape, dtype and device as the value replaced
-                set_validated(td, key, value)
+                if isinstance(value, torch.Tensor):
+                    set_validated(td, key, value)
+                else:  # non-tensor data: the public set labels it with td's device
+                    td.set(key, value)
             return new
     updates = []
-    for key, value in new.items(True, True):
-        if is_non_tensor(value) or not isinstance(value, torch.Tensor):
+    for key, value in new.items(True, True, is_leaf=_is_leaf):
+        non_tensor = is_non_tensor(value)
+        if not non_tensor and not isinstance(value, torch.Tensor):
             continue
         tup = as_tuple(key)
         mask = root
@@ -89,7 +93,10 @@ def merge_masked(
         if mask is None:
             continue
         old = previous.get(key, None) if previous is not None else None
-        merged = _masked(value, old, mask, fitted, zeros_when_missing, key)
+        if non_tensor:
+            merged = _masked_non_tensor(value, old, mask)
+        else:
+            merged = _masked(value, old, mask, fitted, zeros_when_missing, key)
         if merged is not None:
             updates.append((key, merged))
     for key, value in updates:
@@ -114,6 +121,36 @@ def _masked(
     if where is None:
         where = fitted[(id(mask), value.shape)] = fit_mask(mask, value.shape, key)
     return torch.where(where, value, old)
+
+
+def _is_leaf(cls: type) -> bool:
+    """Tensors and non-tensor data are the leaves a masked merge visits."""
+    return not issubclass(cls, TensorDictBase) or issubclass(cls, (NonTensorData, NonTensorStack))
+
+
+def _masked_non_tensor(
+    value: TensorDictBase, old: TensorDictBase | None, mask: torch.Tensor
+) -> TensorDictBase | None:
+    """``where(mask, value, old)`` for non-tensor data (strings...), element by element.
+
+    ``None`` (``value`` stays) without previous data of the same batch size: there is
+    no "zero" string to fall back on.
+    """
+    if old is None or not is_non_tensor(old) or old.batch_size != value.batch_size:
+        return None
+    shape = value.batch_size
+    if not shape or mask.numel() != shape.numel():
+        return None  # an unbatched value is stepped or skipped as a whole elsewhere
+    keep = mask.reshape(shape).tolist()
+    return NonTensorStack.from_list(_pick(keep, value.tolist(), old.tolist()))
+
+
+def _pick(keep: list, new: list, old: list) -> list:
+    """Nested lists: ``new``'s item where ``keep`` is true, ``old``'s elsewhere."""
+    return [
+        _pick(k, n, o) if isinstance(k, list) else (n if k else o)
+        for k, n, o in zip(keep, new, old)
+    ]
 
 
 def _plain_updates(
@@ -141,6 +178,9 @@ def _plain_updates(
         elif isinstance(value, TensorDictBase):
             if not is_non_tensor(value):
                 return False
+            merged = _masked_non_tensor(value, old, mask)
+            if merged is not None:
+                updates.append((new, key, merged))
         elif isinstance(value, torch.Tensor):
             old = old if isinstance(old, torch.Tensor) else None
             merged = _masked(value, old, mask, fitted, zeros_when_missing, (*prefix, key))
