@@ -221,10 +221,20 @@ class Compose(Transform):
     def append(self, transform: Transform | TDCallable) -> None:
         """Add ``transform`` at the end of the chain (outermost).
 
+        A plain ``Compose`` is added transform by transform (its children join this
+        chain, so ``chain[i]`` indexes them), as TorchRL's ``append`` does.
+
         Raises:
             ValueError: if ``transform`` already has a parent.
         """
         transform = as_transform(transform)
+        if type(transform) is Compose:
+            children = list(transform)
+            transform.transforms = nn.ModuleList()  # the children move: one chain each
+            transform.__dict__["_chain"] = ()
+            for child in children:
+                self.append(child)
+            return
         transform.set_container(self)
         self.transforms.append(transform)
         self.__dict__["_chain"] = tuple(self.transforms)
