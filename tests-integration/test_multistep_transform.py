@@ -59,6 +59,17 @@ def test_single_transitions_are_steps():
     assert stored["next", "obs"].tolist() == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
 
 
+def test_add_writes_single_transitions_once_their_return_is_known():
+    whole = _chunk(0, 10)
+    rb = ReplayBuffer(storage=LazyTensorStorage(100), transform=MultiStepTransform(3, 1.0))
+    positions = [rb.add(whole[i]) for i in range(10)]
+    assert positions == [None, None, None, 0, 1, 2, 3, 4, 5, 6]  # nothing ready, then one each
+    stored = rb[:]
+    assert stored.batch_size == (7,)
+    assert stored["obs"].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+    assert stored["next", "obs"].tolist() == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0]
+
+
 def test_bad_settings_and_env_use_raise():
     with pytest.raises(ValueError, match="n_steps"):
         MultiStepTransform(0, 0.9)

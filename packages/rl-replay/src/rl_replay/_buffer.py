@@ -26,6 +26,7 @@ from rl_replay._buffer_helpers import (
     _check_in_range,
     _default_collate,
     _identity,
+    _made_a_batch,
     _sample_with_generator,
     _stack_items,
     _transpose,
@@ -33,7 +34,7 @@ from rl_replay._buffer_helpers import (
 from rl_replay._checkpoint import dump_buffer, load_buffer, load_buffer_state
 from rl_replay._conditional import ConditionalUpdateResult, update_if_present
 from rl_replay._consume import consuming_sampler, write_consumed_slots
-from rl_replay._pickling import _LockFree
+from rl_replay._pickling import buffer_state, restore_buffer
 from rl_replay._prefetch import prefetch_state, restore_prefetch, sample_prefetched
 from rl_replay._transforms import _TransformList
 from rl_replay.checkpointers.base import StorageCheckpointerBase
@@ -238,12 +239,19 @@ class ReplayBuffer:
     def add(self, data: Any) -> int:  # Any: one element of whatever the storage holds
         """Write one element; return its position along the storage's cursor dim.
 
+        An inverse transform may make a batch of the element (``MultiStepTransform``
+        holds steps back until ``n_steps`` later ones arrived): the batch is written as
+        :meth:`extend` writes; its last position is returned (``None`` if empty).
+
         Raises:
             KeyError, ValueError: if ``data`` does not match what the storage holds
                 (nothing is written then).
         """
         if self._transform.has_inv:
-            data = self._transform.inv(data)
+            element, data = data, self._transform.inv(data)
+            if _made_a_batch(element, data):  # written as extend writes its data
+                index = self._write_batch(data)
+                return int(index[-1]) if len(index) else None
         with self._lock:
             self._sampler.check_write(data)
             if self._consuming:
@@ -273,6 +281,9 @@ class ReplayBuffer:
         """
         if self._transform.has_inv:
             data = self._transform.inv(data)
+        return self._write_batch(data)
+
+    def _write_batch(self, data: Any) -> torch.Tensor:  # Any: a batch, transforms applied
         if data is None:
             return torch.zeros((0,), dtype=torch.long)
         if isinstance(data, list) and not isinstance(self._storage, ListStorage):
@@ -568,26 +579,7 @@ class ReplayBuffer:
             self._futures.clear()
 
     def __getstate__(self) -> dict[str, Any]:
-        pending = prefetch_state(self) if self._futures else None  # batches in flight travel
-        state = self.__dict__.copy()
-        for name in ("_lock", "_executor", "_futures"):
-            state.pop(name)
-        state["_pending_prefetch"] = pending
-        # Components may hold thread locks (samplers do); those cannot cross a process
-        # boundary, so they travel as markers and are recreated on the other side.
-        for name in ("_sampler", "_writer"):
-            state[name] = _LockFree(state[name])
-        return state
+        return buffer_state(self)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        for name in ("_sampler", "_writer"):
-            state[name] = state[name].restore()
-        pending = state.pop("_pending_prefetch", None)
-        self.__dict__.update(state)
-        self._storage.attach(self._writer)
-        self._storage.attach(self._sampler)
-        self._lock = threading.RLock()
-        self._executor = None
-        self._futures = deque()
-        if pending is not None:
-            restore_prefetch(self, pending)
+        restore_buffer(self, state)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from tensordict import is_tensor_collection
+from tensordict import TensorDictBase, is_tensor_collection
 
 from rl_replay import _td
 from rl_replay.storages import ListStorage
@@ -128,3 +128,12 @@ def _transpose(data: Any, dim: int) -> Any:
     if isinstance(data, torch.Tensor) or is_tensor_collection(data):
         return data.transpose(dim, 0)
     return _td.tree_map(lambda leaf: leaf.transpose(dim, 0), data)
+
+
+def _made_a_batch(element: Any, data: Any) -> bool:  # Any: an element, and what inv made of it
+    """Whether an inverse transform gave a batch of elements for one element."""
+    return (
+        isinstance(element, TensorDictBase)
+        and isinstance(data, TensorDictBase)
+        and data.batch_dims == element.batch_dims + 1
+    )

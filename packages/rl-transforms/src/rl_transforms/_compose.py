@@ -218,6 +218,13 @@ class Compose(Transform):
     def _container_changed(self) -> None:
         self._notify()
 
+    def _give_up_children(self) -> list[Transform]:
+        """Empty the chain and return what it held (they move to another chain)."""
+        children = list(self.transforms)
+        self.transforms = nn.ModuleList()
+        self.__dict__["_chain"] = ()
+        return children
+
     def append(self, transform: Transform | TDCallable) -> None:
         """Add ``transform`` at the end of the chain (outermost).
 
@@ -229,10 +236,7 @@ class Compose(Transform):
         """
         transform = as_transform(transform)
         if type(transform) is Compose:
-            children = list(transform)
-            transform.transforms = nn.ModuleList()  # the children move: one chain each
-            transform.__dict__["_chain"] = ()
-            for child in children:
+            for child in transform._give_up_children():
                 self.append(child)
             return
         transform.set_container(self)
