@@ -390,3 +390,22 @@ class TestComposite:
     def test_one_hot_in_composite(self):
         spec = Composite(action=OneHot(3, shape=(2, 3)), shape=(2,))
         assert spec.is_in(spec.rand())
+
+
+class TestCompositeDtype:
+    """A composite's dtype is the one its leaves share, read from them when asked."""
+
+    def test_shared_leaf_dtype_nested_or_not(self):
+        spec = Composite(a=Unbounded(2), sub=Composite(b=Unbounded(3)))
+        assert spec.dtype == torch.float32
+        spec["sub", "c"] = Unbounded(1, dtype=torch.int64)  # follows later edits
+        assert spec.dtype is None
+
+    def test_no_leaf_no_dtype(self):
+        assert Composite().dtype is None
+        assert Composite(sub=Composite()).dtype is None
+
+    def test_a_cast_composite_reports_the_new_dtype(self):
+        spec = Composite(a=Unbounded(2, dtype=torch.float64), b=Unbounded(1, dtype=torch.float64))
+        assert spec.dtype == torch.float64
+        assert spec.to(torch.float32).dtype == torch.float32

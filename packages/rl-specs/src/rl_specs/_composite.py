@@ -132,7 +132,6 @@ class Composite(_LockableMixin, _CompositeDataMixin, TensorSpec):
         self.data_cls = data_cls
         self.step_mdp_static = step_mdp_static
         self.space = None
-        self.dtype = None
         self.domain = "composite"
         entries = dict(args[0]) if args else {}
         entries.update(kwargs)
@@ -544,6 +543,21 @@ class Composite(_LockableMixin, _CompositeDataMixin, TensorSpec):
             ValueError: if the dim is dynamic (``-1``).
         """
         return _unbind_at(self, _pos_dim(dim, self.ndim, owner="Composite.unbind"))
+
+    @property
+    def dtype(self) -> torch.dtype | None:
+        """The dtype every leaf shares; ``None`` when they differ or there is no leaf.
+
+        Examples:
+            >>> import torch
+            >>> from rl_specs import Unbounded
+            >>> Composite(a=Unbounded(1), b=Composite(c=Unbounded(2))).dtype
+            torch.float32
+            >>> print(Composite(a=Unbounded(1), b=Unbounded(1, dtype=torch.int64)).dtype)
+            None
+        """
+        found = {leaf.dtype for leaf in self.values(True, True) if leaf is not None}
+        return found.pop() if len(found) == 1 else None
 
     def to(self, dest: DeviceLike | torch.dtype) -> Composite:
         """Move every entry to a device (or cast every leaf to a dtype)."""

@@ -445,7 +445,6 @@ class StackedComposite(_StackMixin, Composite):
         self.data_cls = None
         self.step_mdp_static = False
         self.space = None
-        self.dtype = None
         self.domain = "composite"
 
     @property
