@@ -289,7 +289,7 @@ class EnvBase(nn.Module):
         partial = get_entry(tensordict, "_step")
         if partial is not None and not bool(partial.all()):
             return _partial.partial_step(self, tensordict, partial)
-        return self._step_and_complete(tensordict)
+        return EnvBase._step_and_complete(self, tensordict)  # from the class: no bound method
 
     def _step_and_complete(self, tensordict: TensorDictBase) -> TensorDictBase:
         try:

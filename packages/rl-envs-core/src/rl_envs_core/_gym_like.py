@@ -303,16 +303,19 @@ class GymLikeEnv(EnvBase):
 
         Adapters fill the steps (``_select_action``, ``read_action``,
         ``_output_transform``, ``read_obs``, ``_read_step``, ``_build_output``) rather
-        than replace this method.
+        than replace this method; the steps are methods of the class (an attribute
+        of the same name set on an instance does not replace them).
         """
-        state = self.__dict__  # one attribute lookup (nn.Module's are slow), then dict reads
-        action = self.read_action(self._select_action(tensordict))
-        result = self._output_transform(state["_env"].step(action))
+        # an env's attributes are read from its __dict__ and the stages from its class:
+        # an nn.Module's attribute lookup (and bound method) costs several times that
+        state, cls = self.__dict__, type(self)
+        action = cls.read_action(self, cls._select_action(self, tensordict))
+        result = cls._output_transform(self, state["_env"].step(action))
         if state["wrapper_frame_skip"] > 1:
-            result = self._skip_frames(action, result)
-        out = self._build_output(self._read_step(*result))
+            result = cls._skip_frames(self, action, result)
+        out = cls._build_output(self, cls._read_step(self, *result))
         if state["_info_dict_reader"]:
-            out = self.read_info(result[5], out)
+            out = cls.read_info(self, result[5], out)
         return out
 
     def _select_action(self, tensordict: TensorDictBase) -> Any:
