@@ -124,7 +124,7 @@ class EnvGroup:
         for td, previous in zip(self.in_td, self.previous):
             src, prev = flat_entries(td), flat_entries(previous)
             fits = src is not None and prev is not None
-            self.in_src.append((prev + src, td.batch_size, td.device) if fits else None)
+            self.in_src.append((dict(prev + src), td.batch_size, td.device) if fits else None)
         # the group's rows of each step output, filled by one stack per key
         self.next_rows = [next_rows.get(k) for k in layout.next_keys]
         self.next_shapes = [rows.shape[1:] for rows in self.next_rows]
@@ -165,8 +165,8 @@ class EnvGroup:
         if src is None:
             td = self.previous[j].clone(recurse=False).update(self.in_td[j].copy())
         else:  # what copy() returns; the entries were validated when the buffers were built
-            pairs, batch_size, device = src
-            td = new_unchecked(dict(pairs), batch_size, device, nested=False)  # all tensors
+            views, batch_size, device = src  # a copy of the dict: the env may edit its input
+            td = new_unchecked(views.copy(), batch_size, device, nested=False)  # all tensors
         if partial:
             td.set("_step", self.masks[j].get("_step"))
         return td
