@@ -81,3 +81,26 @@ def test_a_view_steps_from_its_observations(make):
     view = env[[2, 0]]
     td = TensorDict({"tally": torch.tensor([[5], [7]]), "action": torch.tensor([1, 0])}, [2])
     assert view.step(td)["next", "tally"].squeeze(-1).tolist() == [7, 8]
+
+
+class Scribbler(Tally):
+    """Replaces and adds entries of its own input before stepping (its input is its own)."""
+
+    def _step(self, tensordict):
+        out = super()._step(tensordict)
+        tensordict["tally"] = torch.full((1,), 100, dtype=torch.int64)  # replaced
+        tensordict["scratch"] = torch.ones(1)  # added
+        return out
+
+
+def test_a_sub_env_editing_its_input_leaves_the_batch_untouched():
+    env = SerialEnv(2, Scribbler, {"limit": 10}, use_buffers=True)
+    try:
+        zeros = env.full_action_spec.zero()
+        data = env.rollout(3, lambda td: td.update(zeros), break_when_any_done=False)
+        # each step read the previous tally (1, 2, 3), never the 100 the env wrote
+        assert data["next", "tally"].squeeze(-1).tolist() == [[1, 2, 3]] * 2
+        assert data["tally"].squeeze(-1).tolist() == [[0, 1, 2]] * 2
+        assert "scratch" not in data.keys()
+    finally:
+        env.close()

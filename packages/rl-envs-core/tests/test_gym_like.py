@@ -182,3 +182,23 @@ class TestReadPlan:
         assert env.read_obs(np.zeros(1))["observation"].shape == (1,)
         with pytest.raises(KeyError, match="exactly one reward"):
             env.read_reward(1.0)
+
+
+class TestStepTemplate:
+    def test_a_subclass_fills_one_stage_and_keeps_the_others(self):
+        class Doubled(FakeWrapper):
+            def read_action(self, action):  # the action stage, filled by the subclass
+                return super().read_action(action * 2)
+
+        data = Doubled(env=FakeBackend()).rollout(1, _policy(0.5))
+        assert data["next", "observation"].item() == 1.0  # moved by 2 * 0.5
+
+    def test_frame_skip_normalises_every_legacy_result(self):
+        env = FakeWrapper(env=FakeBackend(legacy=True), frame_skip=3)
+        data = env.rollout(1, _policy(0.5))
+        # three 4-value results read: rewards summed, done read as terminated
+        assert data["next", "reward"].item() == 3.0
+        assert data["next", "observation"].item() == 1.5
+        assert not data["next", "done"].item()
+        stopped = env.rollout(1, _policy(1.0))  # x >= 2 after two steps: the third is skipped
+        assert stopped["next", "reward"].item() == 2.0 and stopped["next", "terminated"].item()

@@ -211,13 +211,24 @@ class TestStepPathHelpers:
         assert has_entries(TensorDict({}, []), frozenset())
 
     def test_unchecked_constructor_builds_what_the_public_one_builds(self):
-        from rl_envs_core._td import unchecked_constructor
+        from rl_envs_core._td import new_unchecked
 
         source = {"a": torch.zeros(3, 1), "b": torch.ones(3)}
-        built = unchecked_constructor(source, torch.Size([3]), None, nested=False)
+        built = new_unchecked(source, torch.Size([3]), None, nested=False)
         expected = TensorDict(source, batch_size=[3])
         assert built.batch_size == expected.batch_size and built.device is None
         assert (built == expected).all()
+
+    def test_new_unchecked_keeps_its_documented_signature_and_docstring(self):
+        import inspect
+
+        from rl_envs_core._td import new_unchecked
+
+        params = list(inspect.signature(new_unchecked).parameters)
+        assert params == ["source", "batch_size", "device", "nested"]
+        assert "without re-checking each entry" in new_unchecked.__doc__
+        built = new_unchecked({"a": {"b": torch.zeros(2)}}, torch.Size([2]))  # nested dicts
+        assert built["a", "b"].shape == (2,) and built.batch_size == (2,)
 
     def test_step_completes_a_lone_done_flag(self):
         class LoneDone(CountingEnv):

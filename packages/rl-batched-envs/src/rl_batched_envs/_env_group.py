@@ -117,11 +117,14 @@ class EnvGroup:
         self.carry_src = [src for src, _ in self.carry]
         self.carry_dst = [dst for _, dst in self.carry]
         self.done_rows = [next_rows.get(done) for _, done in layout.reset_levels]
-        # each env's input entries with the previous data, when all are tensors and unnamed
+        # each env's input entries with the previous data, when all are tensors and
+        # unnamed, with the batch size and device of the tensordict made of them (read
+        # here once: they are properties of the views)
         self.in_src = []
         for td, previous in zip(self.in_td, self.previous):
             src, prev = flat_entries(td), flat_entries(previous)
-            self.in_src.append(None if src is None or prev is None else prev + src)
+            fits = src is not None and prev is not None
+            self.in_src.append((dict(prev + src), td.batch_size, td.device) if fits else None)
         # the group's rows of each step output, filled by one stack per key
         self.next_rows = [next_rows.get(k) for k in layout.next_keys]
         self.next_shapes = [rows.shape[1:] for rows in self.next_rows]
@@ -158,11 +161,12 @@ class EnvGroup:
         """A fresh tensordict over env ``j``'s input views and previous data (an env
         may add or replace entries of its input: the views themselves must stay
         untouched), with the ``"_step"`` mask of a partial step."""
-        src, td = self.in_src[j], self.in_td[j]
+        src = self.in_src[j]
         if src is None:
-            td = self.previous[j].clone(recurse=False).update(td.copy())
+            td = self.previous[j].clone(recurse=False).update(self.in_td[j].copy())
         else:  # what copy() returns; the entries were validated when the buffers were built
-            td = new_unchecked(dict(src), td.batch_size, td.device)
+            views, batch_size, device = src  # a copy of the dict: the env may edit its input
+            td = new_unchecked(views.copy(), batch_size, device, nested=False)  # all tensors
         if partial:
             td.set("_step", self.masks[j].get("_step"))
         return td

@@ -40,6 +40,9 @@ class OutputBuilder:
             isinstance(leaf, NonTensor) for leaf in observation_spec.values(True, True)
         )
         self.trusted = self.tensors_only and (device is None or device.type == "cpu")
+        # sub-dicts in the sources (a Dict space's nested observations) become
+        # tensordicts; without them the source is taken as it is (no per-entry look)
+        self.nested = any(isinstance(spec, Composite) for spec in observation_spec.values())
 
     def __call__(
         self,
@@ -49,5 +52,5 @@ class OutputBuilder:
     ) -> TensorDict:
         """The TensorDict of ``source`` on ``device`` (the env's current one)."""
         if self.trusted and device is self.device:
-            return new_unchecked(source, batch_size, device)
+            return new_unchecked(source, batch_size, device, nested=self.nested)
         return TensorDict(source, batch_size=batch_size, device=device)

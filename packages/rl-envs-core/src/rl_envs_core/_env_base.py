@@ -283,12 +283,13 @@ class EnvBase(nn.Module):
             >>> env.next_of(data)["observation"], "next" in data.keys()
             (tensor([1.]), False)
         """
-        if not self._io_checked or self.run_type_checks:
+        state = self.__dict__  # one attribute lookup (nn.Module's are slow), then dict reads
+        if not state["_io_checked"] or state["run_type_checks"]:
             _validation.check_step_input(self, tensordict)
         partial = get_entry(tensordict, "_step")
         if partial is not None and not bool(partial.all()):
             return _partial.partial_step(self, tensordict, partial)
-        return self._step_and_complete(tensordict)
+        return EnvBase._step_and_complete(self, tensordict)  # from the class: no bound method
 
     def _step_and_complete(self, tensordict: TensorDictBase) -> TensorDictBase:
         try:
@@ -296,20 +297,22 @@ class EnvBase(nn.Module):
         except (KeyError, ValueError, RuntimeError, IndexError, TypeError) as err:
             _validation.check_step_input(self, tensordict, cause=err)
             raise
-        names = (self.__dict__["_cache"] or self._key_cache())["done_names"]
+        state = self.__dict__  # one attribute lookup (nn.Module's are slow), then dict reads
+        names = (state["_cache"] or self._key_cache())["done_names"]
         if names is None or not has_entries(out, names):  # checked here: one call per step
             _done.complete_done(self, out, fill_zeros=True)  # a missing done entry: "not done"
-        if self._device is not None and out.device != self._device:
-            out = to_device(out, self._device)
-        if not self._io_checked:
+        device = state["_device"]
+        if device is not None and out.device != device:
+            out = to_device(out, device)
+        if not state["_io_checked"]:
             # done flags returned in another shape (a scalar False for a (1,) spec) are
             # reshaped on every step once the first one needed it
-            self.__dict__["_fit_done"] = _validation.fit_done_shapes(self, out)
+            state["_fit_done"] = _validation.fit_done_shapes(self, out)
             _validation.check_step_output(self, tensordict, out)
-            self.__dict__["_io_checked"] = True
-        elif self.__dict__.get("_fit_done"):
+            state["_io_checked"] = True
+        elif state.get("_fit_done"):
             _validation.fit_done_shapes(self, out)
-        handler = self._auto_reset_handler
+        handler = state["_auto_reset_handler"]
         if handler is not None:
             out = handler.on_step(self, out)
         return out

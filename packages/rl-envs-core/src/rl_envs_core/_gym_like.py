@@ -298,17 +298,24 @@ class GymLikeEnv(EnvBase):
 
     def _step(self, tensordict: TensorDictBase) -> TensorDictBase:
         """The step template: write the action, step the backend (its result normalised
-        once, by ``_output_transform``), read the result, build the output.
+        once, by ``_output_transform``; ``frame_skip`` steps by ``_skip_frames``), read
+        the result, build the output.
 
         Adapters fill the steps (``_select_action``, ``read_action``,
         ``_output_transform``, ``read_obs``, ``_read_step``, ``_build_output``) rather
-        than replace this method.
+        than replace this method; the steps are methods of the class (an attribute
+        of the same name set on an instance does not replace them).
         """
-        action = self.read_action(self._select_action(tensordict))
-        obs, reward, terminated, truncated, done, info = self._backend_step(action)
-        out = self._build_output(self._read_step(obs, reward, terminated, truncated, done, info))
-        if self._info_dict_reader:
-            out = self.read_info(info, out)
+        # an env's attributes are read from its __dict__ and the stages from its class:
+        # an nn.Module's attribute lookup (and bound method) costs several times that
+        state, cls = self.__dict__, type(self)
+        action = cls.read_action(self, cls._select_action(self, tensordict))
+        result = cls._output_transform(self, state["_env"].step(action))
+        if state["wrapper_frame_skip"] > 1:
+            result = cls._skip_frames(self, action, result)
+        out = cls._build_output(self, cls._read_step(self, *result))
+        if state["_info_dict_reader"]:
+            out = cls.read_info(self, result[5], out)
         return out
 
     def _select_action(self, tensordict: TensorDictBase) -> Any:
@@ -324,13 +331,12 @@ class GymLikeEnv(EnvBase):
         action = get_entry(tensordict, action_key)
         return tensordict.get(action_key) if action is None else action  # names the key
 
-    def _backend_step(self, action: Any) -> tuple:
-        """``frame_skip`` backend steps (stopping at an episode end), rewards summed,
-        each result normalised by ``_output_transform``."""
+    def _skip_frames(self, action: Any, result: tuple) -> tuple:
+        """Repeat ``action`` after the first backend step (normalised ``result``) up to
+        ``frame_skip`` steps in all, stopping at an episode end; the rewards are summed
+        and each result is normalised by ``_output_transform``."""
+        obs, reward, terminated, truncated, done, info = result
         step, normalise = self._env.step, self._output_transform
-        obs, reward, terminated, truncated, done, info = normalise(step(action))
-        if self.wrapper_frame_skip == 1:
-            return obs, reward, terminated, truncated, done, info
         for _ in range(self.wrapper_frame_skip - 1):
             if _episode_ended(terminated, truncated, done):
                 break

@@ -14,7 +14,7 @@ from tensordict import LazyStackedTensorDict, NestedKey, TensorDict, TensorDictB
 from tensordict.utils import is_non_tensor
 from torch import Tensor
 
-from rl_envs_core._td import any_true, entries, get_entry, set_entry, unchecked_constructor
+from rl_envs_core._td import any_true, entries, get_entry, new_unchecked, set_entry
 
 DONE_NAMES = ("done", "terminated", "truncated")
 
@@ -117,7 +117,7 @@ def merge_levels(
     ):
         # Every leaf comes from a validated tensordict with this batch size and device;
         # no value is a plain dict, so nested=False just copies the dict in.
-        return unchecked_constructor(items, like.batch_size, like.device, nested=False)
+        return new_unchecked(items, like.batch_size, like.device, nested=False)
     return TensorDict(items, batch_size=like.batch_size, device=like.device)
 
 

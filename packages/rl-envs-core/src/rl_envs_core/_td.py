@@ -20,6 +20,7 @@ has the same needs, reach these through :mod:`rl_envs_core.extension`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import torch
@@ -157,8 +158,8 @@ def set_validated(td: TensorDict, key: str, value: torch.Tensor) -> None:
     td._set_str(key, value, inplace=False, validated=True)
 
 
-#: TensorDict's constructor without per-entry checks (the public one where a
-#: tensordict release lacks it): for sources built from validated entries
+#: TensorDict's constructor without per-entry checks (``None`` where a tensordict
+#: release lacks it): for sources built from validated entries
 _new_unchecked = getattr(TensorDict, "_new_unsafe", None)
 
 
@@ -181,16 +182,17 @@ def new_unchecked(
         >>> new_unchecked({"a": torch.zeros(3, 1)}, torch.Size([3])).batch_size
         torch.Size([3])
     """
-    if _new_unchecked is None:  # public fallback
-        return TensorDict(source, batch_size=batch_size, device=device)
-    # private: _new_unsafe is the constructor without per-entry validation
-    return _new_unchecked(source, batch_size=batch_size, device=device, nested=nested)
+    # the public fallback (where tensordict has no unchecked constructor): below, the
+    # name is rebound to the unchecked constructor itself wherever it exists
+    return TensorDict(source, batch_size=batch_size, device=device)
 
 
-#: :func:`new_unchecked` for rl-envs-core's per-step callers: tensordict's unchecked
-#: constructor itself where it exists (same positional arguments and ``nested``), so the
-#: step path pays no wrapper frame; :func:`new_unchecked` otherwise.
-unchecked_constructor = _new_unchecked if _new_unchecked is not None else new_unchecked
+if _new_unchecked is not None:
+    # private: _new_unsafe is the constructor without per-entry validation; it takes
+    # the same (source, batch_size, device, *, nested) arguments. Bound through a
+    # partial (a C callable, no Python frame: several calls per env step), with the
+    # documentation and signature of the function above (its __wrapped__).
+    new_unchecked = functools.wraps(new_unchecked)(functools.partial(_new_unchecked))
 
 
 def to_device(td: TensorDictBase, device: torch.device) -> TensorDictBase:

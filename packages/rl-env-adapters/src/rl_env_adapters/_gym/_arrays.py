@@ -100,9 +100,11 @@ def make_reader(space: Any, spec: TensorSpec, *, batch_dims: int = 0) -> Reader:
         return lambda value: F.one_hot(base(value).long(), n).to(dtype)
     dtype = spec.dtype
     shape = spec.shape if batch_dims == 0 and -1 not in spec.shape else None
+    on_cpu = spec.device is None or spec.device.type == "cpu"
 
     def read(value: Any) -> torch.Tensor:
-        out = base(value)
+        # on the cpu an array is taken as it is (what base does, one call less a step)
+        out = torch.from_numpy(value) if on_cpu and type(value) is np.ndarray else base(value)
         if shape is not None and out.shape != shape and out.numel() == shape.numel():
             out = out.reshape(shape)  # a bare float from a Box(-1, 1) env: shape (1,)
         return out if out.dtype is dtype else out.to(dtype)

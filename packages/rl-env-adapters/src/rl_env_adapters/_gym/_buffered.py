@@ -46,7 +46,7 @@ _TEMPLATE = (
     "read_reward",
     "read_done",
     "read_info",
-    "_backend_step",
+    "_skip_frames",
     "_output_transform",
     "_reset_output_transform",
 )

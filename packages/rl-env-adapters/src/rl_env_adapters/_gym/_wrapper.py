@@ -30,6 +30,8 @@ from rl_specs import Composite, Unbounded
 
 __all__ = ["GymWrapper"]
 
+_SAME_STEP = _compat.SAME_STEP
+
 
 # Any in this module: gym envs, spaces, observations and infos are library-defined.
 
@@ -231,7 +233,8 @@ class GymWrapper(GymLikeEnv):
 
     def read_action(self, action: Any) -> Any:
         """Convert a tensor action (or a tensordict of them) to the env's action space."""
-        return self._write_action(action) if self._convert_actions_to_numpy else action
+        state = self.__dict__  # one attribute lookup (nn.Module's are slow), then dict reads
+        return state["_write_action"](action) if state["_convert_actions_to_numpy"] else action
 
     def read_obs(self, observations: Any) -> dict[str, Any]:
         """Convert gym observations to a dict of tensors (the reader compiled for the spec)."""
@@ -242,19 +245,21 @@ class GymWrapper(GymLikeEnv):
     ) -> dict[str, Any]:
         if done is not None:  # a legacy 4-value step: done alone, read as terminated
             terminated, truncated = done, False
-        if self._batched:
+        state = self.__dict__  # one attribute lookup (nn.Module's are slow), then dict reads
+        if state["_batched"]:
             return self._batched_outputs(obs, reward, terminated, truncated, info)
-        source = self._read_obs(obs)  # what read_obs does, one call less per step
+        source = state["_read_obs"](obs)  # what read_obs does, one call less per step
         (
             source["reward"],
             source["terminated"],
             source["truncated"],
             source["done"],
-        ) = self._scalars(reward, bool(terminated), bool(truncated))
+        ) = state["_scalars"](reward, bool(terminated), bool(truncated))
         return source
 
     def _build_output(self, source: dict[str, Any]) -> TensorDictBase:
-        return self._output_builder(source, self._batch_size, self._device)
+        state = self.__dict__  # one attribute lookup (nn.Module's are slow), then dict reads
+        return state["_output_builder"](source, state["_batch_size"], state["_device"])
 
     def _batched_outputs(
         self,
@@ -276,8 +281,8 @@ class GymWrapper(GymLikeEnv):
         """Normalise a backend step; for a SAME_STEP vector env, where an episode ended,
         give the terminal observations and infos (kept for the coming partial reset:
         the backend already reset those envs)."""
-        out = super()._output_transform(step_outputs_tuple)
-        if self._autoreset_mode != _compat.SAME_STEP:
+        out = GymLikeEnv._output_transform(self, step_outputs_tuple)  # no super(): per step
+        if self._autoreset_mode != _SAME_STEP:
             return out
         obs, reward, terminated, truncated, done, info = out
         ended = np.logical_or(terminated, truncated) if done is None else np.asarray(done)

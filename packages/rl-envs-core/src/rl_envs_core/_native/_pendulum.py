@@ -16,7 +16,7 @@ from tensordict import TensorDict, TensorDictBase
 from rl_envs_core._env_base import EnvBase
 from rl_envs_core._native._messages import entry_names
 from rl_envs_core._native._seeding import seeded_generator
-from rl_envs_core._td import get_entry, unchecked_constructor
+from rl_envs_core._td import get_entry, new_unchecked
 from rl_specs import Bounded, Composite, Unbounded, make_composite_from_td
 
 __all__ = ["PendulumEnv"]
@@ -220,7 +220,7 @@ class PendulumEnv(EnvBase):
         done, terminated = torch.zeros(
             (2, *reward.shape), dtype=torch.bool, device=reward.device
         ).unbind(0)
-        return unchecked_constructor(
+        return new_unchecked(
             {
                 "th": new_th,
                 "thdot": new_thdot,
