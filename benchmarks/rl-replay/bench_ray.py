@@ -9,9 +9,10 @@ Questions answered:
   gets them in one call and writes them with one local ``extend``) and ``prefetch=8`` /
   ``prefetch=32`` (8 or 32 batches per call, drawn ahead as one draw): one round trip
   for many calls.
-* ``RayCollector``, 2 collectors of 4 CartPoles (``SerialEnv``), 200 frames per
-  collector and batch: frames/s, against ``MultiSyncDataCollector`` with the same layout
-  (``floor``).
+* ``RayCollector``, 2 collectors of 4 CartPoles (``SerialEnv``), 200 and 1000 frames
+  per collector and batch: frames/s, against ``MultiSyncDataCollector`` with the same
+  layout (``floor``). Ray adds a fixed cost per batch (two actor calls, the batches
+  through the object store), so the ratio grows with the batch.
 
 Each library starts its own local Ray runtime (``ray.init(address="local", num_cpus=2)``) in its process.
 Size: ``BENCH_RAY_CAPACITY`` (default 100,000). Every ``extend`` workload writes for
@@ -141,7 +142,7 @@ def _cartpoles():
     return SerialEnv(ENVS_PER_COLLECTOR, functools.partial(GymEnv, "CartPole-v1"))
 
 
-def _collect(cls_name: str):
+def _collect(cls_name: str, per_collector: int = FRAMES_PER_COLLECTOR):
     def setup(ctx: Context):
         import rl_stack.collectors as collectors
 
@@ -150,7 +151,7 @@ def _collect(cls_name: str):
         cls = getattr(collectors, cls_name)
         collector = cls(
             [_cartpoles, _cartpoles],
-            frames_per_batch=2 * FRAMES_PER_COLLECTOR,
+            frames_per_batch=2 * per_collector,
             total_frames=-1,
         )
         batches = iter(collector)
@@ -194,12 +195,19 @@ WORKLOADS = [
         )
         for prefetch in (8, 32)
     ],
-    Workload(
-        f"RayCollector 2 x {ENVS_PER_COLLECTOR} CartPole (floor: MultiSyncDataCollector)",
-        setups={"rl_stack": _collect("RayCollector"), "floor": _collect("MultiSyncDataCollector")},
-        items=2 * FRAMES_PER_COLLECTOR,
-        unit="frames",
-    ),
+    *[
+        Workload(
+            f"RayCollector 2 x {ENVS_PER_COLLECTOR} CartPole, {per} frames per collector and "
+            f"batch (floor: MultiSyncDataCollector)",
+            setups={
+                "rl_stack": _collect("RayCollector", per),
+                "floor": _collect("MultiSyncDataCollector", per),
+            },
+            items=2 * per,
+            unit="frames",
+        )
+        for per in (FRAMES_PER_COLLECTOR, 5 * FRAMES_PER_COLLECTOR)
+    ],
 ]
 
 # ------------------------------------------------------------------ scaling simulation
