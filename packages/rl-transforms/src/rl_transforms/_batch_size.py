@@ -212,20 +212,12 @@ class BatchSizeTransform(Transform):
     # ------------------------------------------------------------------ data
     def _call(self, next_tensordict: TensorDictBase) -> TensorDictBase:
         if self.reshape_fn is not None:
-            shapes = self._lazy.get("shapes")
-            if shapes is not None and next_tensordict.batch_size == shapes[0]:
+            plan = self._reshaping()
+            if plan is not None and next_tensordict.batch_size == plan.inner:
                 # reshape-family functions keep the element order: a direct reshape is the same
-                return self._reshape_out(next_tensordict, shapes[1])
+                return _reshape(next_tensordict, plan.outer, plan.memo_out)
             return self.reshape_fn(next_tensordict)
         return _as_batch(next_tensordict, self.batch_size, "step output")
-
-    def _reshape_out(
-        self, data: TensorDictBase, shape: torch.Size, record: dict | None = None
-    ) -> TensorDictBase:
-        memo = self._lazy.get("memo_out")
-        if memo is None:
-            memo = self._lazy["memo_out"] = {}
-        return _reshape(data, shape, memo, record=record)
 
     def _reshaping(self) -> _Reshaping | None:
         """The reshape plan when the env is reshaped (same element count), else ``None``."""
@@ -236,9 +228,7 @@ class BatchSizeTransform(Transform):
                 return None  # the specs did not go through yet: nothing to cache
             inner, outer = shapes
             same_count = inner != outer and inner.numel() == outer.numel()
-            memo_out = lazy.setdefault("memo_out", {})
-            memo_in = lazy.setdefault("memo_in", {})
-            lazy["reshaping"] = _Reshaping(inner, outer, memo_out, memo_in) if same_count else None
+            lazy["reshaping"] = _Reshaping(inner, outer, {}, {}) if same_count else None
         return lazy["reshaping"]
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
@@ -302,8 +292,7 @@ class BatchSizeTransform(Transform):
         inner = spec.shape
         outer = self.transform_env_batch_size(inner)
         self._lazy["shapes"] = (inner, outer)
-        for cached in ("reshaping", "memo_out", "memo_in"):  # the memos map to the old shapes
-            self._lazy.pop(cached, None)
+        self._lazy.pop("reshaping", None)  # with its memos, which map to the old shapes
         return outer
 
     def _resize(self, spec: Composite, outer: torch.Size) -> Composite:
