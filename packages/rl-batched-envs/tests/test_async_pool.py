@@ -111,6 +111,18 @@ class TestAsyncEnvPool:
         env.async_step_recv()
         env.close()
 
+    def test_seeding_waits_for_no_command_and_keeps_the_step(self, backend):
+        env = AsyncEnvPool([CountingEnv, CountingEnv], backend=backend)
+        td = env.rand_action(env.reset())
+        env.async_step_send(td[1:], env_index=[1])
+        with pytest.raises(RuntimeError, match=r"env 1 is still running a step.*async_step_recv"):
+            env.set_seed(3)
+        out = env.async_step_recv()  # the step in flight is neither lost nor mixed up
+        assert out["env_index"].tolist() == [1]
+        assert out["next", "observation"].tolist() == [[1.0]]
+        env.set_seed(3)  # idle again: seeding works (raises otherwise)
+        env.close()
+
     @pytest.mark.parametrize(
         ("env_index", "error", "match"),
         [(None, KeyError, "env_index"), (5, ValueError, r"\[0, 1\)")],

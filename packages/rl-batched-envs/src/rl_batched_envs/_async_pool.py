@@ -345,8 +345,20 @@ class AsyncEnvPool(EnvBase):
         self.set_seed(seed)
 
     def set_seed(self, seed: int | None = None, static_seed: bool = False) -> int | None:
-        """Seed the sub-envs in turn, each with the seed the previous one returned."""
+        """Seed the sub-envs in turn, each with the seed the previous one returned.
+
+        Raises:
+            RuntimeError: a sub-env is still running a command (its reply would be
+                mistaken for the seed's, or the seed would race with it).
+        """
         self._check_usable()
+        busy = self._busy
+        if busy:
+            i = min(busy)
+            raise RuntimeError(
+                f"AsyncEnvPool.set_seed: env {i} is still running a {busy[i]}; collect it with "
+                f"async_{busy[i]}_recv() first, then seed."
+            )
         try:
             for i in range(self.num_envs):
                 seed = self._call_env(i, "set_seed", seed, static_seed)
