@@ -232,7 +232,7 @@ class BatchSizeTransform(Transform):
         return lazy["reshaping"]
 
     def _step(self, tensordict: TensorDictBase, next_tensordict: TensorDictBase) -> TensorDictBase:
-        plan = self._lazy.get("reshaping") or self._reshaping()  # read once per step
+        plan = self._reshaping()
         if plan is None or next_tensordict.batch_size != plan.inner:
             self.__dict__["_sources"] = None
             return self._call(next_tensordict)
@@ -248,14 +248,13 @@ class BatchSizeTransform(Transform):
         return self._call(tensordict)
 
     def _inv_call(self, tensordict: TensorDictBase) -> TensorDictBase:
-        plan = self._lazy.get("reshaping")
-        if plan is None:
-            if self._lazy.get("shapes") is None and self.parent is None:
+        if self._lazy.get("shapes") is None:
+            if self.parent is None:
                 return tensordict  # out of an env (a replay buffer): no env batch size to go back to
             self._shapes()
-            plan = self._reshaping()
+        plan = self._reshaping()
         if plan is not None and tensordict.batch_size == plan.outer:
-            return _reshape(tensordict, plan.inner, plan.memo_in, known=self.__dict__["_sources"])
+            return _reshape(tensordict, plan.inner, plan.memo_in, known=self.__dict__.get("_sources"))
         return tensordict  # an env that is not batch-locked steps the new batch as it is
 
     def _has_inverse(self) -> bool:
