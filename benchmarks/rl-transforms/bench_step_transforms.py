@@ -14,6 +14,10 @@ documented API on a counting env (never done), at batch ``[]`` and ``[16]``:
 
 The ``floor`` row is the bare ``rollout(1000)`` of the same env with rl_stack (for
 MultiAction: 1000 single-action steps), so ``ours/floor`` is the transform's share.
+The ``hash_fn`` rows come twice: the second time the floor is the least work of the
+documented output, the same env writing ``hash_fn(observation)`` at ``"hash"`` itself
+(no transform); TorchRL's rate in the first row over this floor is the best ratio any
+Hash transform could reach against TorchRL.
 
 The recording overhead is also measured per step, side by side with the pixel
 env's bare step: "VideoRecorder per frame vs pixel env step" times 1000 recorder
@@ -38,8 +42,12 @@ CHUNK = 4
 BATCH = int(os.environ.get("BENCH_TRANSFORMS_BATCH", "16"))
 
 
-def make_env(envs, data, batch: int, pixels: bool = False, device: str = "cpu"):
-    """A counting env (optionally with 84x84x3 pixels) built from the library's EnvBase."""
+def make_env(envs, data, batch: int, pixels: bool = False, device: str = "cpu", hash_fn=None):
+    """A counting env (optionally with 84x84x3 pixels) built from the library's EnvBase.
+
+    With ``hash_fn`` the env itself writes ``hash_fn(observation)`` at ``"hash"``: the
+    documented output of ``Hash(["observation"], ["hash"], hash_fn=...)`` with no transform.
+    """
     shape = torch.Size([batch] if batch else [])
 
     class CountingEnv(envs.EnvBase):
@@ -48,6 +56,8 @@ def make_env(envs, data, batch: int, pixels: bool = False, device: str = "cpu"):
             obs = {"observation": data.Unbounded(shape=(*shape, 1))}
             if pixels:
                 obs["pixels"] = data.Bounded(0, 255, shape=(*shape, 84, 84, 3), dtype=torch.uint8)
+            if hash_fn is not None:
+                obs["hash"] = data.Unbounded(shape=(*shape, 1), dtype=torch.int64)
             self.observation_spec = data.Composite(obs, shape=shape)
             self.action_spec = data.Categorical(2, shape=(*shape, 1))
             self.reward_spec = data.Unbounded(shape=(*shape, 1))
@@ -65,6 +75,8 @@ def make_env(envs, data, batch: int, pixels: bool = False, device: str = "cpu"):
             }
             if pixels:
                 out["pixels"] = self.frame.fill_(int(self.count.flatten()[0]) % 256).clone()
+            if hash_fn is not None:
+                out["hash"] = hash_fn(out["observation"])
             return out
 
         def _reset(self, tensordict=None, **kwargs):
@@ -153,6 +165,20 @@ def bare_setup(batch: int, pixels: bool):
     return setup
 
 
+def env_hash_setup(batch: int):
+    """The least work of Hash's documented output: the env writes the hash, no transform."""
+
+    def setup(ctx: Context):
+        envs = importlib.import_module("rl_stack.envs")
+        data = importlib.import_module("rl_stack.data")
+        env = make_env(envs, data, batch, hash_fn=knuth_hash)
+        policy = _policy(batch, None)
+        env.rollout(3, policy)
+        return lambda: env.rollout(STEPS, policy)
+
+    return setup
+
+
 def recorder_setup(batch: int):
     """1000 VideoRecorder calls on one step's output of the pixel env."""
 
@@ -220,6 +246,15 @@ def _workloads():
                     unit="steps",
                 )
             )
+            if kind == "hash_fn":  # against the least work of the same output
+                out.append(
+                    Workload(
+                        f"rollout {label} batch {blabel} vs the env writing the hash itself",
+                        setups={"rl_stack": setup, "floor": env_hash_setup(batch)},
+                        items=STEPS * max(batch, 1),
+                        unit="steps",
+                    )
+                )
     for batch, blabel in ((0, "[]"), (BATCH, f"[{BATCH}]")):
         out.append(
             Workload(
