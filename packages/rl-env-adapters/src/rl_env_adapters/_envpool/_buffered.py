@@ -107,6 +107,7 @@ class PoolStepper:
         self._pool = env._env
         self._resets = env._resets
         self._read_obs = env._read_obs
+        self._record = env._call_record  # its step: the pool's C++ send / recv (direct_step)
 
     def fill(self, reset_last: bool = True) -> tuple | None:
         """Step every env ``T`` times; an env that finished is reset by its next step call.
@@ -181,29 +182,32 @@ class PoolStepper:
 
         The per-step mode (``BufferedStepper.step``): the actions are read now, so a
         policy may write them just before. The finished envs are reset at once, as
-        the general path resets them after a step. Returns the resets, as
-        :meth:`fill` does.
+        the general path resets them after a step, by one more call stepping only
+        them (EnvPool's auto-reset: their actions ignored, their first observations
+        returned): the same reset as ``pool.reset(ids)``, without its Python layers.
+        Returns the resets, as :meth:`fill` does.
         """
         self._resets.before_step()
-        actions = np.asarray(self._write_action(self._action[:, t]))
-        obs, reward, terminated, truncated, _ = self._pool.step(actions)
+        record = self._record
+        actions = np.ascontiguousarray(
+            self._write_action(self._action[:, t]), dtype=record.action_dtype
+        )
+        obs, reward, done, truncated = record.step(actions, None)
         self._obs[:, t] = obs
         self._reward[:, t] = reward
         te_out, tr_out, done_out = self._flags
-        te_out[:, t] = terminated
+        np.greater(done, truncated, out=te_out[:, t])  # terminated: done, not by truncation
         tr_out[:, t] = truncated
-        done = terminated | truncated
         done_out[:, t] = done
         if not done.any():
             return None
-        self._resets.after_step(done.copy())
-        values = self._resets.reset(done)
-        value = values[self._key] if isinstance(values, dict) else values
         envs = np.flatnonzero(done)
+        # a sync pool answers in the order of the env ids sent
+        first = record.step(actions[envs], envs.astype(np.int32))[0]
         return (
             torch.full((len(envs),), t, dtype=torch.long),
             torch.from_numpy(envs.astype(np.int64)),
-            {self._key: torch.as_tensor(np.asarray(value)[envs])},
+            {self._key: torch.as_tensor(np.asarray(first))},
         )
 
 
@@ -219,7 +223,6 @@ class TimeMajorStepper(PoolStepper):
     def __init__(self, env: MultiThreadedEnvWrapper, batch: TensorDictBase, key: str) -> None:
         super().__init__(env, batch, key)
         self._batch = batch
-        self._record = env._call_record
 
     def _run(self, reset_last: bool) -> Calls:
         """Step the batch into the call-major buffers, their row 0 already written."""

@@ -177,7 +177,14 @@ class MultiThreadedEnvWrapper(EnvBase):
         resets = self._resets
         resets.before_step()  # envs finished and not reset since start from a reset
         action = self._write_action(tensordict.get("action"))
-        obs, reward, terminated, truncated, _ = self._env.step(action)
+        record = self._call_record
+        if isinstance(action, np.ndarray):
+            # the pool's C++ send / recv (direct_step): EnvPool's step adds Python layers
+            action = np.ascontiguousarray(action, dtype=record.action_dtype)
+            obs, reward, done, truncated = record.step(action, None)
+            terminated = done > truncated
+        else:
+            obs, reward, terminated, truncated, _ = self._env.step(action)
         if self.frame_skip > 1:
             obs, reward, terminated, truncated = self._skip_frames(
                 action, obs, reward, terminated, truncated
