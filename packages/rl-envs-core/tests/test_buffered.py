@@ -197,3 +197,65 @@ def test_run_lets_a_stepper_write_the_root_entries_itself():
     assert following.batch_size == env.batch_size
     assert sorted(following.keys()) == sorted(engine.carried)
     assert bool((following["observation"] == 3).all())
+
+
+class _StepwiseStepper:
+    """A per-step stepper (``step(t)`` only) for a counting env: counts, resets at max_steps."""
+
+    def __init__(self, env, batch):
+        self.env, self.dim = env, len(env.batch_size)
+        nxt = batch.get("next")
+        names = ("observation", "reward", "done", "terminated", "truncated")
+        self.entries = [nxt.get(name, None) for name in names]
+
+    def fill(self, reset_last=True):
+        raise AssertionError("start() steps one step at a time")
+
+    def step(self, t):
+        env, dim = self.env, self.dim
+        env.count = env.count + 1
+        done = env.count >= env.max_steps
+        obs, reward, done_out, terminated, truncated = (
+            None if e is None else e.select(dim, t) for e in self.entries
+        )
+        obs.copy_(env.count)
+        reward.fill_(1.0)
+        done_out.copy_(done)
+        terminated.copy_(done)
+        if truncated is not None:
+            truncated.zero_()
+        if not bool(done.any()):
+            return None
+        finished = done.reshape(-1).nonzero().squeeze(-1)
+        env.count = torch.where(done, 0, env.count)
+        firsts = env.count.reshape(-1, 1)[finished]
+        return torch.full((len(finished),), t), finished if dim else None, {"observation": firsts}
+
+
+class _StepwiseEnv(BufferedCountingEnv):
+    def buffered_stepper(self, batch):
+        return _StepwiseStepper(self, batch)
+
+
+@pytest.mark.parametrize("batch_size", BATCHES)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])  # numpy has no bfloat16
+def test_step_by_step_writes_each_root_from_the_step_before_or_its_reset(batch_size, dtype):
+    from rl_specs import Composite, Unbounded
+
+    env = _StepwiseEnv(max_steps=2, batch_size=batch_size)
+    shape = (*batch_size, 1)
+    env.observation_spec = Composite(
+        observation=Unbounded(shape=shape, dtype=dtype), shape=batch_size
+    )
+    engine = BufferedRollout.of(env)
+    batch = engine.allocate(5)
+    run = engine.start(env.reset(), batch, read=["observation"])
+    for t in range(5):
+        run.step(t)
+    roots = batch["observation"].reshape(-1, 5)
+    nexts = batch["next", "observation"].reshape(-1, 5)
+    assert roots.dtype == nexts.dtype == dtype
+    for row, next_row in zip(roots.tolist(), nexts.tolist()):
+        assert row == [0, 1, 0, 1, 0]  # the step before's "next", or the reset's 0
+        assert next_row == [1, 2, 1, 2, 1]
+    assert run.following()["observation"].reshape(-1).tolist() == [1.0] * len(roots)
