@@ -146,6 +146,74 @@ def gym_batch_floor(n: int, steps: int):
     return loop
 
 
+def gym_policy_floor(steps: int, policy):
+    """One gym CartPole whose actions come from ``policy`` (one call per step, on the root).
+
+    The least work of a collector batch with a policy: the policy called on each
+    step's root observation (a tensor view of its preallocated row), its one-hot
+    action kept, gym stepped with its index and its outputs written into rows; one
+    ``TensorDict`` at the end.
+    """
+    env = gymnasium.make(ENV_ID)
+    state = {"obs": env.reset(seed=0)[0], "ids": torch.arange(1), "next_id": 1}
+
+    def loop():
+        a = _arrays(1, steps)
+        obs, next_obs, reward = a["obs"][0], a["next_obs"][0], a["reward"][0]
+        terminated, truncated = a["terminated"][0], a["truncated"][0]
+        roots, actions = torch.from_numpy(obs), torch.empty(steps, dtype=torch.int64)
+        obs[0] = state["obs"]
+        for i in range(steps):
+            index = int(policy(roots[i]).view(torch.uint8).argmax())  # its one-hot bool action
+            actions[i] = index
+            o, r, te, tr, _ = env.step(index)
+            next_obs[i], reward[i, 0], terminated[i, 0], truncated[i, 0] = o, r, te, tr
+            if te or tr:
+                o, _ = env.reset()
+            obs[i + 1] = o
+        state["obs"] = obs[steps].copy()
+        done = torch.from_numpy(terminated | truncated)[:, 0].unsqueeze(0)
+        ids, state["ids"], state["next_id"] = ids_from_done(done, state["ids"], state["next_id"])
+        return ted(obs[:steps], next_obs, actions, reward, terminated, truncated, ids[0], [steps])
+
+    return loop
+
+
+def envpool_policy_bound(n: int, steps: int, policy):
+    """A lower bound for ``n`` EnvPool CartPoles driven by ``policy``: EnvPool's own loop.
+
+    Each call runs the policy on the current observations of the envs it steps
+    and steps them (EnvPool's C++ send / recv, its auto-reset: a call after an
+    episode end resets that env and makes no transition), until every env made
+    ``steps`` transitions; nothing is recorded. Any collector does this work and
+    more (it also writes every step into the batch).
+    """
+    import envpool
+
+    pool = envpool.make(ENV_ID, env_type="gymnasium", num_envs=n, seed=0)
+    first, _ = pool.reset()
+    keys = pool._state_keys
+    at_obs, at_done = keys.index("obs"), keys.index("done")
+    send, recv = pool._send, pool._recv
+    state = {"obs": torch.from_numpy(first)}
+
+    def loop():
+        made, pending = np.zeros(n, np.int64), np.zeros(n, bool)
+        ids, obs = np.arange(n, dtype=np.int32), state["obs"]
+        while len(ids):
+            action = policy(obs).numpy().astype(np.int32)  # its index actions
+            send([ids, ids, action])
+            out = recv()
+            made[ids] += ~pending[ids]
+            pending[ids] = out[at_done]
+            every = torch.from_numpy(out[at_obs])
+            short = made[ids] < steps
+            ids, obs = ids[short], every[torch.from_numpy(short)]
+        state["obs"] = torch.from_numpy(pool.reset()[0])  # every env from a fresh start
+
+    return loop
+
+
 def _serve(conn, n: int, steps: int, worker: int, workers: int, buffer) -> None:
     """A floor worker: collect into its slice of the shared arrays at each byte."""
     torch.set_num_threads(1)

@@ -32,6 +32,11 @@ round trip) and is time-major: each call's arrays kept as they come, the
 other in one process, so a row above 1x there gains from running envs in
 parallel processes. The replay-buffer row's floor is the collection alone (the
 buffer write is the cost that row measures).
+The rows with a trivial policy have floors that run the same policy (one call per
+step, on the step's root observation): for ``GymEnv`` the floor above with the
+policy's actions instead of random ones; for EnvPool a lower bound, EnvPool's own
+auto-reset loop driven by the policy until every env made its steps, recording
+nothing (see ``envpool_policy_bound``). Their raw peers run no policy at all.
 ``BENCH_COLLECTOR_STEPS`` changes the steps per env per batch (default 100; the
 single-env workloads run 10x that).
 """
@@ -44,7 +49,14 @@ import os
 import sys
 from functools import partial
 
-from _collector_floors import ProcessFloor, gym_batch_floor, ids_from_done, ted
+from _collector_floors import (
+    ProcessFloor,
+    envpool_policy_bound,
+    gym_batch_floor,
+    gym_policy_floor,
+    ids_from_done,
+    ted,
+)
 
 from _harness import Context, Workload, run
 
@@ -86,11 +98,10 @@ def gym_collector(ctx: Context):
 class _Trivial:
     """The trivial policy: action 0 or 1 from the sign of the pole angle (one-hot or index)."""
 
-    def __init__(self, spec):
+    def __init__(self, dtype, one_hot: bool):
         import torch
 
-        self.torch, self.dtype = torch, spec.dtype
-        self.one_hot = "OneHot" in type(spec).__name__
+        self.torch, self.dtype, self.one_hot = torch, dtype, one_hot
 
     def __call__(self, observation):
         index = (observation[..., 2] > 0).long()
@@ -103,7 +114,9 @@ def _trivial_policy(env):
     """A ``TensorDictModule`` reading ``"observation"`` and writing ``"action"``."""
     from tensordict.nn import TensorDictModule
 
-    return TensorDictModule(_Trivial(env.action_spec), in_keys=["observation"], out_keys=["action"])
+    spec = env.action_spec
+    module = _Trivial(spec.dtype, "OneHot" in type(spec).__name__)
+    return TensorDictModule(module, in_keys=["observation"], out_keys=["action"])
 
 
 def gym_collector_policy(ctx: Context):
@@ -261,6 +274,18 @@ def two_process_async_floor(ctx: Context):
     return floor.next_async
 
 
+def gym_policy_floor_setup(ctx: Context):
+    import torch
+
+    return gym_policy_floor(SINGLE, _Trivial(torch.bool, True))  # GymEnv's OneHot
+
+
+def envpool_policy_bound_setup(ctx: Context):
+    import torch
+
+    return envpool_policy_bound(32, STEPS, _Trivial(torch.int64, False))  # Categorical
+
+
 def envpool_floor(ctx: Context):
     """EnvPool time-major: each call's outputs kept as they come, rows gathered once per batch.
 
@@ -379,7 +404,7 @@ WORKLOADS = [
         {
             "rl_stack": gym_collector_policy,
             "torchrl": gym_collector_policy,
-            "floor": gym_floor,
+            "floor": gym_policy_floor_setup,
             "gymnasium": raw_gymnasium_loop,
         },
         SINGLE,
@@ -390,7 +415,7 @@ WORKLOADS = [
         {
             "rl_stack": envpool_collector_policy,
             "torchrl": envpool_collector_policy,
-            "floor": envpool_floor,
+            "floor": envpool_policy_bound_setup,
             "envpool": raw_envpool_loop,
         },
         32 * STEPS,
