@@ -48,9 +48,9 @@ def floor_rollout(batch: int):
                 u = (torch.rand(shape, device=ctx.device) * 2 - 1) * max_torque
                 norm = torch.remainder(th + math.pi, 2 * math.pi) - math.pi
                 rewards.append(-(norm**2 + 0.1 * thdot**2 + 0.001 * u**2))
-                thdot = (thdot + (3 * g / (2 * length) * th.sin() + 3.0 / (m * length**2) * u) * dt).clamp(
-                    -max_speed, max_speed
-                )
+                thdot = (
+                    thdot + (3 * g / (2 * length) * th.sin() + 3.0 / (m * length**2) * u) * dt
+                ).clamp(-max_speed, max_speed)
                 th = th + thdot * dt
             return torch.stack(rewards, -1)
 
@@ -62,7 +62,11 @@ def floor_rollout(batch: int):
 WORKLOADS = [
     Workload(
         f"PendulumEnv.rollout({STEPS}) batch {label}",
-        setups={"rl_stack": pendulum_rollout(batch), "torchrl": pendulum_rollout(batch), "floor": floor_rollout(batch)},
+        setups={
+            "rl_stack": pendulum_rollout(batch),
+            "torchrl": pendulum_rollout(batch),
+            "floor": floor_rollout(batch),
+        },
         items=STEPS * max(batch, 1),
         unit="steps",
         devices=("cpu", "cuda"),
