@@ -16,7 +16,9 @@ resetting the envs that finish at their last step by one more auto-reset call;
 :class:`PoolStepper` writes each call's arrays into numpy views of the batch's
 ``"next"`` tensors, and resets the envs that finish at their last step through
 the wrapper's :class:`~rl_env_adapters._envpool._resets.PoolResets`, as the
-general path does. Both have the per-step mode (``step``) a policy needs.
+general path does. Both have the per-step mode (``step``) a policy needs, which
+resets the envs a step finished right away, by one more call stepping only them
+(EnvPool's auto-reset).
 
 Only the plain case is handled: a synchronous pool with one array observation and
 one action leaf, ``frame_skip=1``, on the cpu, step and reset not overridden.
