@@ -151,27 +151,16 @@ def transformed_setup(batch: int, kind: str):
     return setup
 
 
-def bare_setup(batch: int, pixels: bool):
-    """The bare rollout(1000) of the same env with rl_stack: the reference."""
+def bare_setup(batch: int, pixels: bool, hash_fn=None):
+    """The bare rollout(1000) of the same env with rl_stack: the reference.
+
+    With ``hash_fn``, the env writes the hash itself: the least work of Hash's output.
+    """
 
     def setup(ctx: Context):
         envs = importlib.import_module("rl_stack.envs")
         data = importlib.import_module("rl_stack.data")
-        env = make_env(envs, data, batch, pixels=pixels)
-        policy = _policy(batch, None)
-        env.rollout(3, policy)
-        return lambda: env.rollout(STEPS, policy)
-
-    return setup
-
-
-def env_hash_setup(batch: int):
-    """The least work of Hash's documented output: the env writes the hash, no transform."""
-
-    def setup(ctx: Context):
-        envs = importlib.import_module("rl_stack.envs")
-        data = importlib.import_module("rl_stack.data")
-        env = make_env(envs, data, batch, hash_fn=knuth_hash)
+        env = make_env(envs, data, batch, pixels=pixels, hash_fn=hash_fn)
         policy = _policy(batch, None)
         env.rollout(3, policy)
         return lambda: env.rollout(STEPS, policy)
@@ -250,7 +239,7 @@ def _workloads():
                 out.append(
                     Workload(
                         f"rollout {label} batch {blabel} vs the env writing the hash itself",
-                        setups={"rl_stack": setup, "floor": env_hash_setup(batch)},
+                        setups={"rl_stack": setup, "floor": bare_setup(batch, False, knuth_hash)},
                         items=STEPS * max(batch, 1),
                         unit="steps",
                     )
