@@ -108,7 +108,6 @@ class PoolStepper:
         ]
         self._pool = env._env
         self._resets = env._resets
-        self._read_obs = env._read_obs
         self._record = env._call_record  # its step: the pool's C++ send / recv (direct_step)
 
     def fill(self, reset_last: bool = True) -> tuple | None:
